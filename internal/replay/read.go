@@ -1,0 +1,164 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/logbook-agents/logbook/internal/rollout"
+)
+
+// Options tune a replay.
+type Options struct {
+	// Salvage continues past corruption inside the dependency region, with a
+	// warning, instead of failing.
+	Salvage bool
+	// Model is the model a resume is about to use; a different one from the
+	// last in-effect model gives a model_changed warning (rule 9).
+	Model string
+}
+
+// ErrCorruptRegion is returned (wrapped) when corruption inside the
+// dependency region makes the replayed state untrustworthy.
+var ErrCorruptRegion = errors.New("replay: corruption inside the dependency region")
+
+// ErrNoSessionMeta is returned for a log without a session_meta record.
+var ErrNoSessionMeta = errors.New("replay: no session_meta record (not a rollout?)")
+
+// scan reads a cursor to its end, classifying damage through onDamage; fn
+// returns false to stop early.
+func scan(c rollout.Cursor, onDamage func(*rollout.CorruptionError) error, fn func(rollout.Entry) (bool, error)) error {
+	defer c.Close()
+	for {
+		e, err := c.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		var ce *rollout.CorruptionError
+		if errors.As(err, &ce) {
+			if onDamage != nil {
+				if err := onDamage(ce); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		more, err := fn(e)
+		if err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+// head is what replay learns from the start of a log before anything else:
+// the canonical session_meta and, for version-0 logs, where task_started
+// records begin.
+type head struct {
+	meta     *rollout.SessionMeta
+	metaLine int
+	rules    turnRules
+	read     int
+}
+
+func readHead(log rollout.Log) (head, error) {
+	h := head{rules: turnRules{firstTaskStarted: -1}}
+	c, err := log.Forward(0)
+	if err != nil {
+		return h, err
+	}
+	err = scan(c, nil, func(e rollout.Entry) (bool, error) {
+		h.read++
+		if h.meta == nil {
+			if e.Type != rollout.TypeSessionMeta {
+				return true, nil
+			}
+			m, err := rollout.Decode[rollout.SessionMeta](&e.Record)
+			if err != nil {
+				return false, fmt.Errorf("%s line %d: %w", log.Name(), e.Line, err)
+			}
+			if err := m.Validate(); err != nil {
+				return false, fmt.Errorf("%s line %d: %w", log.Name(), e.Line, err)
+			}
+			h.meta, h.metaLine = &m, e.Line
+			h.rules.v0 = m.SchemaVersion == 0
+			return h.rules.v0, nil
+		}
+		if e.Type == rollout.TypeEventMsg && e.EventKind() == rollout.EventTaskStarted {
+			h.rules.firstTaskStarted = e.Offset
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return h, err
+	}
+	if h.meta == nil {
+		return h, fmt.Errorf("%s: %w", log.Name(), ErrNoSessionMeta)
+	}
+	return h, nil
+}
+
+// identity fills the fields that come from the canonical session_meta.
+func (h *head) identity(st *State) {
+	m := h.meta
+	st.ThreadID = m.ID
+	st.RolloutID = m.Rollout()
+	st.ParentThreadID = m.Parent()
+	st.ForkedFromID = m.ForkedFromID
+	st.SessionID = m.SessionID
+	st.Source = m.Source.Kind
+	st.AgentRole = m.AgentRole
+	st.HistoryMode = m.Mode()
+	st.SchemaVersion = m.SchemaVersion
+	st.Cwd = m.Cwd
+	st.ReadOnly = m.SchemaVersion > rollout.Version
+}
+
+// closing adds the warnings that belong to no record.
+func closing(st *State, opt Options) {
+	if st.ReadOnly {
+		st.Warnings = append(st.Warnings, Warning{Code: WarnReadOnly,
+			Message: fmt.Sprintf("written by schema version %d; this reader knows %d: read-only, never resumed or appended to", st.SchemaVersion, rollout.Version)})
+	}
+	if opt.Model != "" && st.Model != "" && opt.Model != st.Model {
+		st.Warnings = append(st.Warnings, Warning{Code: WarnModelChanged,
+			Message: fmt.Sprintf("resuming with model %s; the last model in effect was %s: reasoning style, context fit and compaction may differ", opt.Model, st.Model)})
+	}
+}
+
+func damageOf(ce *rollout.CorruptionError, inRegion bool) Corruption {
+	return Corruption{Kind: kindName(ce.Kind), Line: ce.Line, Offset: ce.Offset, Ordinal: ce.Ordinal, Detail: ce.Detail, InRegion: inRegion}
+}
+
+func kindName(err error) string {
+	switch {
+	case errors.Is(err, rollout.ErrTornTail):
+		return "torn_tail"
+	case errors.Is(err, rollout.ErrCRCMismatch):
+		return "crc_mismatch"
+	case errors.Is(err, rollout.ErrOrdinalGap):
+		return "ordinal_gap"
+	case errors.Is(err, rollout.ErrOrdinalDuplicate):
+		return "ordinal_duplicate"
+	case errors.Is(err, rollout.ErrMissingOrdinal):
+		return "missing_ordinal"
+	default:
+		return "corrupt_line"
+	}
+}
+
+// regionError is the strict-mode failure for damage inside the region.
+func regionError(log rollout.Log, ce *rollout.CorruptionError) error {
+	if ce.Line == 0 {
+		if lines, err := log.LineNumbers([]int64{ce.Offset}); err == nil {
+			ce.Line = lines[ce.Offset]
+		}
+	}
+	return fmt.Errorf("%w: %v (it may have been a rollback marker or a setting; use --salvage to continue past it)", ErrCorruptRegion, ce)
+}
