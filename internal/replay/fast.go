@@ -46,7 +46,7 @@ type backScan struct {
 	segUser bool
 
 	// What the region needs, as buf indexes (-1: not found yet).
-	c, tc, phys   int // checkpoint, its in-effect turn start, the physical turn start before it
+	c, tc         int // checkpoint, its in-effect turn start
 	ctx, tok      int // newest in-effect turn_context, token_count with info
 	spent         int // newest token_count with total_token_usage, in effect or not
 	wb            int // window base: the newest in-effect compaction with window_number at or before c
@@ -55,7 +55,7 @@ type backScan struct {
 }
 
 func newBackScan(rules turnRules, mut mutation) *backScan {
-	return &backScan{rules: rules, mut: mut, c: -1, tc: -1, phys: -1, ctx: -1, tok: -1, spent: -1, wb: -1}
+	return &backScan{rules: rules, mut: mut, c: -1, tc: -1, ctx: -1, tok: -1, spent: -1, wb: -1}
 }
 
 func (b *backScan) add(f fact) {
@@ -100,9 +100,6 @@ func (b *backScan) add(f fact) {
 	default:
 		b.eff[i] = true
 	}
-	if starts && b.c >= 0 && b.phys < 0 {
-		b.phys = i
-	}
 	b.found(i, b.eff[i])
 }
 
@@ -140,6 +137,17 @@ func (b *backScan) found(i int, in bool) {
 	b.done = b.c >= 0 && b.tc >= 0 && b.wb >= 0 && b.ctx >= 0 && b.tok >= 0 && b.spent >= 0
 }
 
+// physicalTurnBefore returns the buffer index of the nearest turn start
+// physically before record c, or c when there is none.
+func (b *backScan) physicalTurnBefore(c int) int {
+	for j := c + 1; j < len(b.buf); j++ {
+		if b.rules.startsTurn(&b.buf[j]) {
+			return j
+		}
+	}
+	return c
+}
+
 // beginning is called when the scan reaches the head: records still
 // tentative precede every turn start of their frame's sequence, so no cut
 // reaches them; they are in effect.
@@ -155,7 +163,7 @@ func (b *backScan) beginning() {
 }
 
 func fast(log rollout.Log, opt Options, mut mutation) (*State, error) {
-	h, err := readHead(log)
+	h, err := readHead(log, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -203,13 +211,13 @@ func fast(log rollout.Log, opt Options, mut mutation) (*State, error) {
 		cf := &bs.buf[bs.c]
 		stateFrom = cf.off()
 		windowStart = cf.off()
-		switch {
-		case bs.tc >= 0:
+		if bs.tc >= 0 {
 			from, windowStart = bs.tc, bs.buf[bs.tc].off()
-		case bs.phys >= 0:
-			from = bs.phys
-		default:
-			from = bs.c
+		} else {
+			// No turn in effect holds the checkpoint: the scan read the whole
+			// log. Calls after the checkpoint still belong to the physical
+			// turn they were made in, which may be a rolled-back one.
+			from = bs.physicalTurnBefore(bs.c)
 		}
 		if err := seed(r, log, h, bs, st); err != nil {
 			return nil, err
@@ -239,6 +247,7 @@ func fast(log rollout.Log, opt Options, mut mutation) (*State, error) {
 	if err := resolveWarningLines(log, st); err != nil {
 		return nil, err
 	}
+	h.identityWarning(st)
 	closing(st, opt)
 	return st, nil
 }

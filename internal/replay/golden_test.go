@@ -18,9 +18,9 @@ const examplesDir = "../../testdata/examples"
 
 // examples are the Logbook rollouts written to testdata/examples.
 var examples = map[string]func() []rollout.Record{
-	"chapter-rollback-1": func() []rollout.Record { return chapterLog(1) },
-	"chapter-rollback-2": func() []rollout.Record { return chapterLog(2) },
-	"chapter-rollback-3": func() []rollout.Record { return chapterLog(3) },
+	"chapter-rollback-1":  func() []rollout.Record { return chapterLog(1) },
+	"chapter-rollback-2":  func() []rollout.Record { return chapterLog(2) },
+	"chapter-rollback-3":  func() []rollout.Record { return chapterLog(3) },
 	"mid-turn-compaction": midTurnLog,
 }
 

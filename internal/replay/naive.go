@@ -18,6 +18,8 @@ type effectPass struct {
 	stack []turnMark
 	open  int // stack index of the turn open since the last boundary; -1
 	cuts  []interval
+	// exceeded counts markers asking for more user turns than are in effect.
+	exceeded int
 }
 
 type turnMark struct {
@@ -54,7 +56,10 @@ func (p *effectPass) cut(f *fact) {
 			}
 		}
 	}
-	i = max(i, 0)
+	if i < 0 {
+		i = 0
+		p.exceeded++
+	}
 	p.cuts = append(p.cuts, interval{p.stack[i].off, m})
 	p.stack = p.stack[:i]
 }
@@ -167,9 +172,21 @@ func (t *regionTracker) windowStart() int64 {
 // in effect, a second folds every record. It is the reference the fast path
 // is checked against; memory is bounded by the state, not the log.
 func Naive(log rollout.Log, opt Options) (*State, error) {
-	h, err := readHead(log)
+	st, _, err := naive(log, opt)
+	return st, err
+}
+
+// naiveTrace is what the naive fold saw on the way, for tests.
+type naiveTrace struct {
+	cuts     []interval
+	exceeded int
+	warnings []Warning // before the window filter
+}
+
+func naive(log rollout.Log, opt Options) (*State, *naiveTrace, error) {
+	h, err := readHead(log, opt)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st := &State{Replay: Stats{Mode: "naive", RecordsRead: h.read}}
 	h.identity(st)
@@ -185,7 +202,7 @@ func Naive(log rollout.Log, opt Options) (*State, error) {
 	ep := &effectPass{rules: h.rules, open: -1}
 	c, err := log.Forward(0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	firstOrdinal := int64(0)
 	err = scan(c, onDamage, func(e rollout.Entry) (bool, error) {
@@ -201,14 +218,14 @@ func Naive(log rollout.Log, opt Options) (*State, error) {
 		return true, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	effect := ep.finish()
 
 	r := newReducer(h.rules)
 	track := newRegionTracker()
 	if c, err = log.Forward(0); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	err = scan(c, nil, func(e rollout.Entry) (bool, error) {
 		st.Replay.RecordsRead++
@@ -223,7 +240,7 @@ func Naive(log rollout.Log, opt Options) (*State, error) {
 		return true, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.finish(st, track.windowStart())
 	st.Replay.StartOrdinal = firstOrdinal
@@ -239,10 +256,11 @@ func Naive(log rollout.Log, opt Options) (*State, error) {
 			continue
 		}
 		if !opt.Salvage {
-			return nil, regionError(log, ce)
+			return nil, nil, regionError(log, ce)
 		}
 		st.Warnings = append(st.Warnings, Warning{Code: WarnSalvaged, Message: "skipped " + ce.Error(), Ordinal: ce.Ordinal, Line: ce.Line, Offset: ce.Offset})
 	}
+	h.identityWarning(st)
 	closing(st, opt)
-	return st, nil
+	return st, &naiveTrace{cuts: effect.cuts, exceeded: ep.exceeded, warnings: r.warnings}, nil
 }

@@ -22,8 +22,9 @@ type Options struct {
 // dependency region makes the replayed state untrustworthy.
 var ErrCorruptRegion = errors.New("replay: corruption inside the dependency region")
 
-// ErrNoSessionMeta is returned for a log without a session_meta record.
-var ErrNoSessionMeta = errors.New("replay: no session_meta record (not a rollout?)")
+// ErrDamagedIdentity is returned (wrapped) when lines before the canonical
+// session_meta are damaged: the lost line may have been the real one.
+var ErrDamagedIdentity = errors.New("replay: damage before the first session_meta; the thread's identity may be lost")
 
 // scan reads a cursor to its end, classifying damage through onDamage; fn
 // returns false to stop early.
@@ -64,15 +65,23 @@ type head struct {
 	metaLine int
 	rules    turnRules
 	read     int
+	// damage is what was damaged before the canonical session_meta.
+	damage *rollout.CorruptionError
 }
 
-func readHead(log rollout.Log) (head, error) {
+func readHead(log rollout.Log, opt Options) (head, error) {
 	h := head{rules: turnRules{firstTaskStarted: -1}}
 	c, err := log.Forward(0)
 	if err != nil {
 		return h, err
 	}
-	err = scan(c, nil, func(e rollout.Entry) (bool, error) {
+	onDamage := func(ce *rollout.CorruptionError) error {
+		if h.meta == nil && h.damage == nil && !ce.Torn() {
+			h.damage = ce
+		}
+		return nil
+	}
+	err = scan(c, onDamage, func(e rollout.Entry) (bool, error) {
 		h.read++
 		if h.meta == nil {
 			if e.Type != rollout.TypeSessionMeta {
@@ -99,9 +108,22 @@ func readHead(log rollout.Log) (head, error) {
 		return h, err
 	}
 	if h.meta == nil {
-		return h, fmt.Errorf("%s: %w", log.Name(), ErrNoSessionMeta)
+		return h, fmt.Errorf("%s: %w (not a rollout?)", log.Name(), rollout.ErrNoSessionMeta)
+	}
+	if h.damage != nil && !opt.Salvage {
+		return h, fmt.Errorf("%w: %w (use --salvage to take session_meta at line %d as canonical)", ErrDamagedIdentity, h.damage, h.metaLine)
 	}
 	return h, nil
+}
+
+// identityWarning is the salvage-mode warning for damage before the
+// canonical session_meta.
+func (h *head) identityWarning(st *State) {
+	if h.damage == nil {
+		return
+	}
+	st.Warnings = append(st.Warnings, Warning{Code: WarnSalvaged, Line: h.damage.Line, Offset: h.damage.Offset,
+		Message: fmt.Sprintf("damage before the first session_meta (%v); took the one at line %d as canonical", h.damage, h.metaLine)})
 }
 
 // identity fills the fields that come from the canonical session_meta.
@@ -133,24 +155,7 @@ func closing(st *State, opt Options) {
 }
 
 func damageOf(ce *rollout.CorruptionError, inRegion bool) Corruption {
-	return Corruption{Kind: kindName(ce.Kind), Line: ce.Line, Offset: ce.Offset, Ordinal: ce.Ordinal, Detail: ce.Detail, InRegion: inRegion}
-}
-
-func kindName(err error) string {
-	switch {
-	case errors.Is(err, rollout.ErrTornTail):
-		return "torn_tail"
-	case errors.Is(err, rollout.ErrCRCMismatch):
-		return "crc_mismatch"
-	case errors.Is(err, rollout.ErrOrdinalGap):
-		return "ordinal_gap"
-	case errors.Is(err, rollout.ErrOrdinalDuplicate):
-		return "ordinal_duplicate"
-	case errors.Is(err, rollout.ErrMissingOrdinal):
-		return "missing_ordinal"
-	default:
-		return "corrupt_line"
-	}
+	return Corruption{Kind: rollout.KindName(ce.Kind), Line: ce.Line, Offset: ce.Offset, Ordinal: ce.Ordinal, Detail: ce.Detail, InRegion: inRegion}
 }
 
 // regionError is the strict-mode failure for damage inside the region.
@@ -160,5 +165,5 @@ func regionError(log rollout.Log, ce *rollout.CorruptionError) error {
 			ce.Line = lines[ce.Offset]
 		}
 	}
-	return fmt.Errorf("%w: %v (it may have been a rollback marker or a setting; use --salvage to continue past it)", ErrCorruptRegion, ce)
+	return fmt.Errorf("%w: %w (it may have been a rollback marker or a setting; use --salvage to continue past it)", ErrCorruptRegion, ce)
 }

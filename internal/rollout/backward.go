@@ -24,14 +24,17 @@ type backwardCursor struct {
 	data      []byte // bytes [dataStart, dataStart+len(data))
 	dataStart int64
 	end       int64 // lines before end remain to be read
-	atTail    bool  // the next line is the log's last
 	ords      backwardOrdinals
-	pending   *Entry
+	pending   *Entry // a record held back while the gap after it is reported
 }
 
-func newBackwardCursor(name string, src blockSource, closer io.Closer) *backwardCursor {
+// newBackwardCursor reads src backward; mode is the log's, read from its head.
+func newBackwardCursor(name string, src blockSource, closer io.Closer, mode ordinalMode) *backwardCursor {
+	if mode == modeUnknown {
+		mode = modeV0 // no valid record anywhere: nothing to check
+	}
 	n := src.size()
-	return &backwardCursor{name: name, src: src, closer: closer, end: n, dataStart: n, atTail: true}
+	return &backwardCursor{name: name, src: src, closer: closer, end: n, dataStart: n, ords: backwardOrdinals{mode: mode}}
 }
 
 func (c *backwardCursor) Close() error {
@@ -67,8 +70,8 @@ func (c *backwardCursor) byteAt(off int64) (byte, error) {
 	return c.data[off-c.dataStart], nil
 }
 
-// lineBefore finds the line whose content ends at contentEnd: it returns the
-// line's start offset.
+// lineStart returns the start offset of the line whose content ends at
+// contentEnd.
 func (c *backwardCursor) lineStart(contentEnd int64) (int64, error) {
 	for {
 		if contentEnd > c.dataStart {
@@ -99,7 +102,6 @@ func (c *backwardCursor) Next() (Entry, error) {
 		return Entry{}, io.EOF
 	}
 	last := c.end == c.src.size()
-	c.atTail = false
 	lineEnd := c.end
 	b, err := c.byteAt(lineEnd - 1)
 	if err != nil {
@@ -128,6 +130,7 @@ func (c *backwardCursor) Next() (Entry, error) {
 		if last && errors.Is(dmg.Kind, ErrCorruptLine) {
 			dmg.Kind = ErrTornTail
 		}
+		c.ords.damage()
 		return Entry{}, dmg
 	}
 	e := Entry{Record: rec, Offset: start, Size: size}
@@ -141,7 +144,7 @@ func (c *backwardCursor) Next() (Entry, error) {
 	return e, nil
 }
 
-// bytesBlocks serves a byte slice (or a plain file through ReaderAt).
+// readerAtBlocks serves a byte slice (or a plain file) through ReaderAt.
 type readerAtBlocks struct {
 	ra    io.ReaderAt
 	n     int64

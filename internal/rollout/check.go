@@ -13,7 +13,7 @@ type Entry struct {
 // End is the offset just past the entry's line.
 func (e *Entry) End() int64 { return e.Offset + int64(e.Size) }
 
-// lineCheck decodes a line and checks its crc; the ordinal sequence is checked
+// decodeChecked decodes a line and checks its crc; the ordinal sequence is checked
 // by the cursor, which knows the direction.
 func decodeChecked(name string, line []byte, lineNo int, off int64) (Record, *CorruptionError) {
 	rec, err := DecodeLine(line)
@@ -27,79 +27,109 @@ func decodeChecked(name string, line []byte, lineNo int, off int64) (Record, *Co
 	return rec, nil
 }
 
-// forwardOrdinals checks ordinal continuity reading forward.
-type forwardOrdinals struct {
-	last   int64
-	seen   bool // an ordinal has been seen
-	anyRec bool
+// ordinalMode says whether a log's records carry ordinals. The first valid
+// record of the log (read from its head, whichever way the log is read)
+// decides, so a cursor in either direction, from any line, agrees with a
+// forward read from the head.
+type ordinalMode uint8
+
+const (
+	modeUnknown  ordinalMode = iota // reading from the head: the first valid record decides
+	modeV0                          // version 0 (Codex): ordinals are not checked
+	modeOrdinals                    // every record carries one, in sequence
+)
+
+func modeOf(rec *Record) ordinalMode {
+	if rec.Ordinal > 0 {
+		return modeOrdinals
+	}
+	return modeV0
 }
 
-// check returns the damage a record with ordinal ord makes, if any; skip says
-// the record must not be yielded.
+// Ordinals are checked between intact records. A damaged line between two of
+// them (corrupt, crc mismatch, or without an ordinal) is reported for itself
+// and accounts for one missing ordinal, so a gap is reported only for records
+// no damaged line accounts for: one finding per lost line.
+
+// forwardOrdinals checks ordinal continuity reading forward. The ordinals of
+// the records it lets through strictly increase.
+type forwardOrdinals struct {
+	mode    ordinalMode
+	last    int64 // the highest ordinal read; 0: none yet
+	damaged int64 // damaged lines since the last record let through
+}
+
+// damage counts a damaged line.
+func (c *forwardOrdinals) damage() { c.damaged++ }
+
+// check returns the damage a record makes, if any; skip says the record must
+// not be yielded.
 func (c *forwardOrdinals) check(name string, rec *Record, lineNo int, off int64) (dmg *CorruptionError, skip bool) {
-	defer func() { c.anyRec = true }()
+	if c.mode == modeUnknown {
+		c.mode = modeOf(rec)
+	}
+	if c.mode == modeV0 {
+		return nil, false
+	}
 	ord := rec.Ordinal
-	if ord == 0 {
-		if c.seen {
-			return &CorruptionError{Kind: ErrMissingOrdinal, Name: name, Line: lineNo, Offset: off,
-				Detail: fmt.Sprintf("after ordinal %d", c.last)}, true
-		}
-		return nil, false
-	}
-	if !c.seen {
-		c.seen, c.last = true, ord
-		if c.anyRec {
-			return &CorruptionError{Kind: ErrMissingOrdinal, Name: name, Line: lineNo, Offset: off, Ordinal: ord,
-				Detail: "earlier lines have no ordinal"}, false
-		}
-		return nil, false
-	}
 	switch {
-	case ord == c.last+1:
-		c.last = ord
-		return nil, false
-	case ord > c.last+1:
-		dmg = &CorruptionError{Kind: ErrOrdinalGap, Name: name, Line: lineNo, Offset: off, Ordinal: ord,
-			Detail: fmt.Sprintf("expected ordinal %d, found %d (%d missing)", c.last+1, ord, ord-c.last-1)}
-		c.last = ord
-		return dmg, false
-	default:
+	case ord == 0:
+		c.damaged++
+		return &CorruptionError{Kind: ErrMissingOrdinal, Name: name, Line: lineNo, Offset: off,
+			Detail: fmt.Sprintf("after ordinal %d", c.last)}, true
+	case c.last > 0 && ord <= c.last:
 		return &CorruptionError{Kind: ErrOrdinalDuplicate, Name: name, Line: lineNo, Offset: off, Ordinal: ord,
 			Detail: fmt.Sprintf("ordinal %d after ordinal %d", ord, c.last)}, true
+	case c.last > 0 && ord > c.last+1+c.damaged:
+		dmg = &CorruptionError{Kind: ErrOrdinalGap, Name: name, Line: lineNo, Offset: off, Ordinal: ord,
+			Detail: gapDetail(c.last, ord, c.damaged)}
 	}
+	c.last, c.damaged = ord, 0
+	return dmg, false
 }
 
-// backwardOrdinals checks ordinal continuity reading backward.
+func gapDetail(before, after, damaged int64) string {
+	d := fmt.Sprintf("expected ordinal %d, found %d (%d missing", before+1, after, after-before-1)
+	if damaged > 0 {
+		d += fmt.Sprintf(", %d of them on damaged lines", damaged)
+	}
+	return d + ")"
+}
+
+// backwardOrdinals checks ordinal continuity reading backward: the mirror of
+// forwardOrdinals. The ordinals of the records it lets through strictly
+// decrease, so where ordinals never go back both directions yield the same
+// records and report the same damage; where they do, both report a
+// duplicate, but not always on the same line: which copy is out depends on
+// the side the reader comes from.
 type backwardOrdinals struct {
-	next    int64 // ordinal of the later record already yielded
-	nextOff int64
-	seen    bool
+	mode    ordinalMode // never modeUnknown: the head is read first
+	next    int64       // the lowest ordinal yielded; 0: none yet
+	nextOff int64       // and the offset of its line
+	damaged int64       // damaged lines since the last record let through
 }
 
+func (c *backwardOrdinals) damage() { c.damaged++ }
+
+// check returns the damage a record makes: a gap belongs to the later record
+// already yielded (its ordinal and offset), the other kinds to this one.
 func (c *backwardOrdinals) check(name string, rec *Record, off int64) (dmg *CorruptionError, skip bool) {
+	if c.mode == modeV0 {
+		return nil, false
+	}
 	ord := rec.Ordinal
-	if ord == 0 {
-		if c.seen {
-			return &CorruptionError{Kind: ErrMissingOrdinal, Name: name, Offset: off,
-				Detail: fmt.Sprintf("before ordinal %d", c.next)}, true
-		}
-		return nil, false
-	}
-	if !c.seen {
-		c.seen, c.next, c.nextOff = true, ord, off
-		return nil, false
-	}
 	switch {
-	case ord == c.next-1:
-		c.next, c.nextOff = ord, off
-		return nil, false
-	case ord < c.next-1:
-		dmg = &CorruptionError{Kind: ErrOrdinalGap, Name: name, Offset: c.nextOff, Ordinal: c.next,
-			Detail: fmt.Sprintf("expected ordinal %d, found %d (%d missing)", ord+1, c.next, c.next-ord-1)}
-		c.next, c.nextOff = ord, off
-		return dmg, false
-	default:
+	case ord == 0:
+		c.damaged++
+		return &CorruptionError{Kind: ErrMissingOrdinal, Name: name, Offset: off,
+			Detail: fmt.Sprintf("before ordinal %d", c.next)}, true
+	case c.next > 0 && ord >= c.next:
 		return &CorruptionError{Kind: ErrOrdinalDuplicate, Name: name, Offset: off, Ordinal: ord,
 			Detail: fmt.Sprintf("ordinal %d before ordinal %d", ord, c.next)}, true
+	case c.next > 0 && ord < c.next-1-c.damaged:
+		dmg = &CorruptionError{Kind: ErrOrdinalGap, Name: name, Offset: c.nextOff, Ordinal: c.next,
+			Detail: gapDetail(ord, c.next, c.damaged)}
 	}
+	c.next, c.nextOff, c.damaged = ord, off, 0
+	return dmg, false
 }

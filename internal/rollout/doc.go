@@ -55,11 +55,29 @@
 // Readers return a *CorruptionError for each damaged line and go on; callers
 // decide whether the damage matters (see package replay).
 //
+// Ordinals are checked between intact records. A damaged line in between
+// accounts for one missing ordinal, so an ordinal gap means records lost
+// without a trace (one finding per lost line); the gap is reported just
+// before the record after it, which is still returned. Whether a rollout
+// carries ordinals at all is decided by its first intact record, read from
+// the head whichever way and from wherever the log is read: if it has none (a
+// version-0 rollout), ordinals are not checked. So a backward read yields
+// the records of a forward read in opposite order and reports the same
+// damage (without line numbers; it reports a gap once it finds the record
+// before it, so after the damaged lines in between), and a forward read from
+// any line start yields the rest of the read from the head (less a gap
+// before its first record, which it cannot see).
+// The one exception is ordinals that go back: each direction drops the
+// records whose ordinal is not above (forward) or below (backward) every one
+// it has let through, so both report a duplicate, not always on one line.
+//
 // # Compressed rollouts
 //
 // Cold rollouts are stored as .jsonl.zst in the zstd seekable format: data
-// frames that each hold whole lines, followed by a seek-table skippable frame.
+// frames that each hold whole lines (about FrameBytes of them; a longer line
+// gets a frame of its own), followed by a seek-table skippable frame.
 // Any zstd decoder reads them as plain JSONL; this package uses the seek table
 // to read the tail without decompressing the whole file. Files without a seek
-// table are read too, by decompressing them whole.
+// table are read too, by decompressing them whole. A seek table that does not
+// describe the file's frames is an error wrapping ErrSeekTable.
 package rollout

@@ -51,6 +51,7 @@ func (e *CorruptionError) Unwrap() error { return e.Kind }
 // Torn reports whether the damage is a torn tail (harmless on read).
 func (e *CorruptionError) Torn() bool { return errors.Is(e.Kind, ErrTornTail) }
 
-// Skipped reports whether the damaged line yields no record. A gap is
-// reported before the (valid) record after it, which is still returned.
+// Skipped reports whether the damaged line yields no record. A gap names
+// the (valid) record after it, which is still returned: right after the
+// report reading forward, right before it reading backward.
 func (e *CorruptionError) Skipped() bool { return !errors.Is(e.Kind, ErrOrdinalGap) }

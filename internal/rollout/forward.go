@@ -34,8 +34,8 @@ type forwardCursor struct {
 	done    bool
 }
 
-func newForwardCursor(name string, r io.Reader, closer io.Closer, off int64) *forwardCursor {
-	c := &forwardCursor{name: name, br: bufio.NewReaderSize(r, 256<<10), closer: closer, off: off}
+func newForwardCursor(name string, r io.Reader, closer io.Closer, off int64, mode ordinalMode) *forwardCursor {
+	c := &forwardCursor{name: name, br: bufio.NewReaderSize(r, 32<<10), closer: closer, off: off, ords: forwardOrdinals{mode: mode}}
 	if off == 0 {
 		c.line = 1
 	}
@@ -120,6 +120,7 @@ func (c *forwardCursor) Next() (Entry, error) {
 			Detail: fmt.Sprintf("%d bytes without a final newline", size)}
 	}
 	if line == nil {
+		c.ords.damage()
 		return Entry{}, &CorruptionError{Kind: ErrCorruptLine, Name: c.name, Line: lineNo, Offset: off,
 			Detail: fmt.Sprintf("line of %d bytes exceeds the %d-byte limit", size, MaxLineBytes)}
 	}
@@ -128,6 +129,7 @@ func (c *forwardCursor) Next() (Entry, error) {
 		if errors.Is(dmg.Kind, ErrCorruptLine) && c.atEOF() {
 			dmg.Kind = ErrTornTail // the last line: a write cut short
 		}
+		c.ords.damage()
 		return Entry{}, dmg
 	}
 	e := Entry{Record: rec, Line: lineNo, Offset: off, Size: size}
@@ -146,7 +148,29 @@ func (c *forwardCursor) atEOF() bool {
 	return err != nil
 }
 
-// readerAtStart checks that off is a line start: 0, or just after a '\n'.
+// headMode reads a log from its head (r) to its first valid record, which
+// decides whether the log's records carry ordinals; modeUnknown when r holds
+// none.
+func headMode(name string, r io.Reader) (ordinalMode, error) {
+	c := newForwardCursor(name, r, nil, 0, modeUnknown)
+	for {
+		line, terminated, _, err := c.readLine()
+		if errors.Is(err, io.EOF) || (err == nil && !terminated) {
+			return modeUnknown, nil
+		}
+		if err != nil {
+			return modeUnknown, err
+		}
+		if line == nil {
+			continue // longer than MaxLineBytes
+		}
+		if rec, dmg := decodeChecked(name, line, 0, 0); dmg == nil {
+			return modeOf(&rec), nil
+		}
+	}
+}
+
+// checkLineStart checks that off is a line start: 0, or just after a '\n'.
 func checkLineStart(name string, ra io.ReaderAt, off int64) error {
 	if off == 0 {
 		return nil

@@ -101,59 +101,96 @@ func (d decCloser) Close() error { d.d.Close(); return nil }
 
 // Forward implements Log.
 func (f *File) Forward(from int64) (Cursor, error) {
+	if from < 0 {
+		return nil, fmt.Errorf("rollout %s offset %d: %w", f.path, from, ErrNotLineStart)
+	}
 	if !f.zst {
 		fh, err := os.Open(f.path)
 		if err != nil {
 			return nil, err
 		}
-		if err := checkLineStart(f.path, fh, from); err != nil {
+		mode := modeUnknown
+		if from > 0 {
+			err = checkLineStart(f.path, fh, from)
+			if err == nil {
+				mode, err = headMode(f.path, io.NewSectionReader(fh, 0, from))
+			}
+		}
+		if err == nil {
+			_, err = fh.Seek(from, io.SeekStart)
+		}
+		if err != nil {
 			fh.Close()
 			return nil, err
 		}
-		if _, err := fh.Seek(from, io.SeekStart); err != nil {
-			fh.Close()
-			return nil, err
-		}
-		return newForwardCursor(f.path, fh, fh, from), nil
+		return newForwardCursor(f.path, fh, fh, from, mode), nil
 	}
 	z, err := f.openZst()
 	if err != nil {
 		return nil, err
 	}
-	var src io.Reader = z.f
-	skip := from
-	if z.idx != nil && from > 0 {
-		i := z.idx.frameAt(from)
-		if i >= len(z.idx.frames) {
-			z.f.Close()
-			if from == z.idx.total {
-				return newForwardCursor(f.path, bytes.NewReader(nil), nil, from), nil
-			}
-			return nil, fmt.Errorf("rollout %s offset %d: beyond the end (%d bytes)", f.path, from, z.idx.total)
-		}
-		fr := z.idx.frames[i]
-		src = io.NewSectionReader(z.f, fr.cOff, z.n-fr.cOff)
-		skip = from - fr.uOff
+	if from == 0 {
+		return z.forward(f.path, z.f, 0, 0, modeUnknown)
 	}
+	mode, err := z.headMode(f.path, from)
+	if err != nil {
+		z.f.Close()
+		return nil, err
+	}
+	if z.idx == nil {
+		return z.forward(f.path, z.f, from, from, mode)
+	}
+	// Decompress from the frame holding the byte before from: it must be a
+	// newline (a frame start is not necessarily a line start).
+	i := z.idx.frameAt(from - 1)
+	if i >= len(z.idx.frames) {
+		z.f.Close()
+		return nil, fmt.Errorf("rollout %s offset %d: beyond the end (%d bytes)", f.path, from, z.idx.total)
+	}
+	fr := z.idx.frames[i]
+	return z.forward(f.path, io.NewSectionReader(z.f, fr.cOff, z.n-fr.cOff), from, from-fr.uOff, mode)
+}
+
+// forward starts a cursor at uncompressed offset from, reading the
+// compressed src, which decompresses to skip bytes before from.
+func (z *zstFile) forward(name string, src io.Reader, from, skip int64, mode ordinalMode) (Cursor, error) {
 	dec, err := zstd.NewReader(src, zstd.WithDecoderConcurrency(1))
 	if err != nil {
 		z.f.Close()
 		return nil, err
 	}
 	closer := multiCloser{decCloser{dec}, z.f}
-	if from > 0 {
-		// Check the byte before from is a newline, then we are at from.
+	if skip > 0 {
 		if _, err := io.CopyN(io.Discard, dec, skip-1); err != nil {
 			closer.Close()
-			return nil, fmt.Errorf("rollout %s offset %d: %w", f.path, from, err)
+			return nil, fmt.Errorf("rollout %s offset %d: beyond the end: %w", name, from, err)
 		}
 		var b [1]byte
-		if _, err := io.ReadFull(dec, b[:]); err != nil || b[0] != '\n' {
+		if _, err := io.ReadFull(dec, b[:]); err != nil {
 			closer.Close()
-			return nil, fmt.Errorf("rollout %s offset %d: %w", f.path, from, ErrNotLineStart)
+			return nil, fmt.Errorf("rollout %s offset %d: beyond the end: %w", name, from, err)
+		}
+		if b[0] != '\n' {
+			closer.Close()
+			return nil, fmt.Errorf("rollout %s offset %d: %w", name, from, ErrNotLineStart)
 		}
 	}
-	return newForwardCursor(f.path, dec, closer, from), nil
+	return newForwardCursor(name, dec, closer, from, mode), nil
+}
+
+// headMode decompresses the head of the file, up to offset limit (-1: the
+// whole file), to its first valid record.
+func (z *zstFile) headMode(name string, limit int64) (ordinalMode, error) {
+	dec, err := zstd.NewReader(io.NewSectionReader(z.f, 0, z.n), zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return modeUnknown, err
+	}
+	defer dec.Close()
+	var r io.Reader = dec
+	if limit >= 0 {
+		r = io.LimitReader(dec, limit)
+	}
+	return headMode(name, r)
 }
 
 // Backward implements Log.
@@ -168,29 +205,37 @@ func (f *File) Backward() (Cursor, error) {
 			fh.Close()
 			return nil, err
 		}
-		return newBackwardCursor(f.path, &readerAtBlocks{ra: fh, n: st.Size(), block: 64 << 10}, fh), nil
+		mode, err := headMode(f.path, io.NewSectionReader(fh, 0, st.Size()))
+		if err != nil {
+			fh.Close()
+			return nil, err
+		}
+		return newBackwardCursor(f.path, &readerAtBlocks{ra: fh, n: st.Size(), block: 64 << 10}, fh, mode), nil
 	}
 	z, err := f.openZst()
 	if err != nil {
 		return nil, err
 	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
-	if err != nil {
-		z.f.Close()
-		return nil, err
-	}
 	if z.idx != nil {
-		return newBackwardCursor(f.path, &zstBlocks{ra: z.f, idx: z.idx, dec: dec}, multiCloser{decCloser{dec}, z.f}), nil
+		mode, err := z.headMode(f.path, -1)
+		if err != nil {
+			z.f.Close()
+			return nil, err
+		}
+		dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			z.f.Close()
+			return nil, err
+		}
+		return newBackwardCursor(f.path, &zstBlocks{ra: z.f, idx: z.idx, dec: dec}, multiCloser{decCloser{dec}, z.f}, mode), nil
 	}
 	// No seek table: decompress the whole file once.
-	dec.Close()
 	defer z.f.Close()
 	data, err := decompressAll(z.f)
 	if err != nil {
 		return nil, fmt.Errorf("rollout %s: %w", f.path, err)
 	}
-	r := bytes.NewReader(data)
-	return newBackwardCursor(f.path, &readerAtBlocks{ra: r, n: int64(len(data)), block: 64 << 10}, nil), nil
+	return NewMem(f.path, data).Backward()
 }
 
 func decompressAll(r io.Reader) ([]byte, error) {
@@ -256,12 +301,23 @@ func (m *Mem) Forward(from int64) (Cursor, error) {
 	if err := checkLineStart(m.name, r, from); err != nil {
 		return nil, err
 	}
-	return newForwardCursor(m.name, bytes.NewReader(m.data[from:]), nil, from), nil
+	mode := modeUnknown
+	if from > 0 {
+		var err error
+		if mode, err = headMode(m.name, bytes.NewReader(m.data[:from])); err != nil {
+			return nil, err
+		}
+	}
+	return newForwardCursor(m.name, bytes.NewReader(m.data[from:]), nil, from, mode), nil
 }
 
 // Backward implements Log.
 func (m *Mem) Backward() (Cursor, error) {
-	return newBackwardCursor(m.name, &readerAtBlocks{ra: bytes.NewReader(m.data), n: int64(len(m.data)), block: 64 << 10}, nil), nil
+	mode, err := headMode(m.name, bytes.NewReader(m.data))
+	if err != nil {
+		return nil, err
+	}
+	return newBackwardCursor(m.name, &readerAtBlocks{ra: bytes.NewReader(m.data), n: int64(len(m.data)), block: 64 << 10}, nil, mode), nil
 }
 
 // LineNumbers implements Log.

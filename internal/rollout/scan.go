@@ -295,20 +295,103 @@ func keyEquals(raw []byte, want string) bool {
 }
 
 // Lookup returns the raw value of the top-level member key of the JSON object
-// obj, or nil. obj must be valid JSON (payloads are validated on decode).
+// obj, or nil. obj must be valid JSON (payloads are validated on decode), so
+// Lookup skips values without validating them again.
 func Lookup(obj []byte, key string) []byte {
-	var found []byte
-	_ = eachMember(obj, func(k, v []byte) error {
-		if keyEquals(k, key) {
-			found = v
-			return errStop
-		}
+	i := skipWS(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
 		return nil
-	})
-	return found
+	}
+	i++
+	for {
+		i = skipWS(obj, i)
+		if i >= len(obj) || obj[i] != '"' {
+			return nil
+		}
+		kend := skipStringFast(obj, i)
+		if kend < 0 {
+			return nil
+		}
+		match := keyEquals(obj[i:kend], key)
+		i = skipWS(obj, kend)
+		if i >= len(obj) || obj[i] != ':' {
+			return nil
+		}
+		i = skipWS(obj, i+1)
+		vend := skipValueFast(obj, i)
+		if vend < 0 {
+			return nil
+		}
+		if match {
+			return obj[i:vend]
+		}
+		i = skipWS(obj, vend)
+		if i >= len(obj) || obj[i] != ',' {
+			return nil
+		}
+		i++
+	}
 }
 
-var errStop = errors.New("stop")
+// skipStringFast returns the index past the string at b[i] == '"', or -1.
+func skipStringFast(b []byte, i int) int {
+	i++
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return -1
+		}
+		q := i + j
+		n := 0 // backslashes before the quote
+		for k := q - 1; k >= i && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
+	}
+}
+
+// skipValueFast returns the index past the valid JSON value at b[i], or -1.
+func skipValueFast(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipStringFast(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				if i = skipStringFast(b, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	default:
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\r', '\n':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}
 
 // LookupString returns the top-level string member key of obj, and whether it
 // was a string.
@@ -380,3 +463,6 @@ func appendQuoted(dst []byte, s string) []byte {
 	}
 	return append(dst, '"')
 }
+
+// errStop ends an eachMember walk early.
+var errStop = errors.New("stop")

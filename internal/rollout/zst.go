@@ -31,6 +31,14 @@ const (
 	FrameBytes = 1 << 20
 )
 
+// frameBytes is the frame size WriteZst aims for; tests lower it to write
+// many frames.
+var frameBytes = FrameBytes
+
+// ErrSeekTable is wrapped by readers of a .jsonl.zst whose seek table does not
+// describe its frames.
+var ErrSeekTable = errors.New("rollout: damaged zstd seek table")
+
 // WriteZst compresses the JSONL read from src into dst as seekable zstd.
 func WriteZst(dst io.Writer, src io.Reader) error {
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
@@ -41,7 +49,7 @@ func WriteZst(dst io.Writer, src io.Reader) error {
 	br := bufio.NewReaderSize(src, 1<<20)
 	var table []byte
 	var frames uint32
-	chunk := make([]byte, 0, FrameBytes+64<<10)
+	chunk := make([]byte, 0, frameBytes+64<<10)
 	var out []byte
 	flush := func() error {
 		if len(chunk) == 0 {
@@ -57,24 +65,27 @@ func WriteZst(dst io.Writer, src io.Reader) error {
 		chunk = chunk[:0]
 		return nil
 	}
+	var line []byte
 	for {
-		line, err := br.ReadSlice('\n')
+		frag, err := br.ReadSlice('\n')
+		line = append(line, frag...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // a long line: keep it whole, in one frame
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
 		if len(line) > 0 {
-			if len(chunk) > 0 && len(chunk)+len(line) > FrameBytes {
+			if len(chunk) > 0 && len(chunk)+len(line) > frameBytes {
 				if err := flush(); err != nil {
 					return err
 				}
 			}
 			chunk = append(chunk, line...)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if errors.Is(err, io.EOF) {
-			break
+			line = line[:0]
 		}
 		if err != nil {
-			return err
+			break
 		}
 	}
 	if err := flush(); err != nil {
@@ -123,14 +134,14 @@ func readSeekTable(ra io.ReaderAt, n int64) (*zstIndex, error) {
 	tableSize := count*entry + seekFooterSize
 	start := n - tableSize - 8
 	if start < 0 {
-		return nil, fmt.Errorf("seek table of %d frames does not fit in %d bytes", count, n)
+		return nil, fmt.Errorf("%w: %d frames do not fit in %d bytes", ErrSeekTable, count, n)
 	}
 	buf := make([]byte, tableSize+8)
 	if _, err := ra.ReadAt(buf, start); err != nil {
 		return nil, err
 	}
 	if binary.LittleEndian.Uint32(buf) != seekSkippableMagic || int64(binary.LittleEndian.Uint32(buf[4:])) != tableSize {
-		return nil, fmt.Errorf("seek table header does not match its footer")
+		return nil, fmt.Errorf("%w: its header does not match its footer", ErrSeekTable)
 	}
 	idx := &zstIndex{}
 	var cOff int64
@@ -142,7 +153,7 @@ func readSeekTable(ra io.ReaderAt, n int64) (*zstIndex, error) {
 		idx.frames = append(idx.frames, f)
 	}
 	if cOff != start {
-		return nil, fmt.Errorf("seek table covers %d compressed bytes, data holds %d", cOff, start)
+		return nil, fmt.Errorf("%w: it covers %d compressed bytes, the data frames hold %d", ErrSeekTable, cOff, start)
 	}
 	return idx, nil
 }
@@ -164,7 +175,7 @@ func (s *zstBlocks) size() int64 { return s.idx.total }
 func (s *zstBlocks) blockBefore(end int64) (int64, []byte, error) {
 	i := s.idx.frameAt(end - 1)
 	if i >= len(s.idx.frames) {
-		return 0, nil, fmt.Errorf("offset %d beyond the seek table", end)
+		return 0, nil, fmt.Errorf("%w: offset %d beyond its frames", ErrSeekTable, end)
 	}
 	f := s.idx.frames[i]
 	comp := make([]byte, f.cSize)
@@ -176,7 +187,7 @@ func (s *zstBlocks) blockBefore(end int64) (int64, []byte, error) {
 		return 0, nil, fmt.Errorf("zstd frame %d: %w", i, err)
 	}
 	if int64(len(data)) != f.uSize {
-		return 0, nil, fmt.Errorf("zstd frame %d holds %d bytes, seek table says %d", i, len(data), f.uSize)
+		return 0, nil, fmt.Errorf("%w: zstd frame %d holds %d bytes, the table says %d", ErrSeekTable, i, len(data), f.uSize)
 	}
 	return f.uOff, data[:end-f.uOff], nil
 }
