@@ -60,6 +60,8 @@ wrong arguments).`,
 	root.AddCommand(
 		newReplayCmd(),
 		newVerifyCmd(),
+		newTreeCmd(),
+		newUnconfirmedCmd(),
 	)
 	markRuntime(root)
 	return root

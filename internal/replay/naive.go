@@ -172,7 +172,14 @@ func (t *regionTracker) windowStart() int64 {
 // in effect, a second folds every record. It is the reference the fast path
 // is checked against; memory is bounded by the state, not the log.
 func Naive(log rollout.Log, opt Options) (*State, error) {
-	st, _, err := naive(log, opt)
+	st, _, err := naive(log, opt, nil)
+	return st, err
+}
+
+// Walk is Naive that also calls visit with every record, in log order, and
+// whether it is in effect (the delivery ledger needs both).
+func Walk(log rollout.Log, opt Options, visit func(e rollout.Entry, inEffect bool)) (*State, error) {
+	st, _, err := naive(log, opt, visit)
 	return st, err
 }
 
@@ -183,7 +190,7 @@ type naiveTrace struct {
 	warnings []Warning // before the window filter
 }
 
-func naive(log rollout.Log, opt Options) (*State, *naiveTrace, error) {
+func naive(log rollout.Log, opt Options, visit func(rollout.Entry, bool)) (*State, *naiveTrace, error) {
 	h, err := readHead(log, opt)
 	if err != nil {
 		return nil, nil, err
@@ -237,6 +244,9 @@ func naive(log rollout.Log, opt Options) (*State, *naiveTrace, error) {
 			r.effect(&f)
 		}
 		track.see(h.rules, &f, in)
+		if visit != nil {
+			visit(e, in)
+		}
 		return true, nil
 	})
 	if err != nil {

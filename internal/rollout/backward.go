@@ -33,8 +33,16 @@ func newBackwardCursor(name string, src blockSource, closer io.Closer, mode ordi
 	if mode == modeUnknown {
 		mode = modeV0 // no valid record anywhere: nothing to check
 	}
-	n := src.size()
-	return &backwardCursor{name: name, src: src, closer: closer, end: n, dataStart: n, ords: backwardOrdinals{mode: mode}}
+	return newBackwardCursorTo(name, src, closer, mode, src.size())
+}
+
+// newBackwardCursorTo reads the lines of src that end at or before end (a
+// line boundary), last first. Only the real end of src can hold a torn tail.
+func newBackwardCursorTo(name string, src blockSource, closer io.Closer, mode ordinalMode, end int64) *backwardCursor {
+	if mode == modeUnknown {
+		mode = modeV0
+	}
+	return &backwardCursor{name: name, src: src, closer: closer, end: end, dataStart: end, ords: backwardOrdinals{mode: mode}}
 }
 
 func (c *backwardCursor) Close() error {

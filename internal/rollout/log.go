@@ -194,7 +194,11 @@ func (z *zstFile) headMode(name string, limit int64) (ordinalMode, error) {
 }
 
 // Backward implements Log.
-func (f *File) Backward() (Cursor, error) {
+func (f *File) Backward() (Cursor, error) { return f.backwardTo(-1) }
+
+// backwardTo reads backward from end (a line boundary; -1: the end of the
+// file).
+func (f *File) backwardTo(end int64) (Cursor, error) {
 	if !f.zst {
 		fh, err := os.Open(f.path)
 		if err != nil {
@@ -210,7 +214,10 @@ func (f *File) Backward() (Cursor, error) {
 			fh.Close()
 			return nil, err
 		}
-		return newBackwardCursor(f.path, &readerAtBlocks{ra: fh, n: st.Size(), block: 64 << 10}, fh, mode), nil
+		if end < 0 || end > st.Size() {
+			end = st.Size()
+		}
+		return newBackwardCursorTo(f.path, &readerAtBlocks{ra: fh, n: st.Size(), block: 64 << 10}, fh, mode, end), nil
 	}
 	z, err := f.openZst()
 	if err != nil {
@@ -227,7 +234,10 @@ func (f *File) Backward() (Cursor, error) {
 			z.f.Close()
 			return nil, err
 		}
-		return newBackwardCursor(f.path, &zstBlocks{ra: z.f, idx: z.idx, dec: dec}, multiCloser{decCloser{dec}, z.f}, mode), nil
+		if end < 0 || end > z.idx.total {
+			end = z.idx.total
+		}
+		return newBackwardCursorTo(f.path, &zstBlocks{ra: z.f, idx: z.idx, dec: dec}, multiCloser{decCloser{dec}, z.f}, mode, end), nil
 	}
 	// No seek table: decompress the whole file once.
 	defer z.f.Close()
@@ -235,7 +245,7 @@ func (f *File) Backward() (Cursor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rollout %s: %w", f.path, err)
 	}
-	return NewMem(f.path, data).Backward()
+	return NewMem(f.path, data).backwardTo(end)
 }
 
 func decompressAll(r io.Reader) ([]byte, error) {
@@ -312,12 +322,18 @@ func (m *Mem) Forward(from int64) (Cursor, error) {
 }
 
 // Backward implements Log.
-func (m *Mem) Backward() (Cursor, error) {
+func (m *Mem) Backward() (Cursor, error) { return m.backwardTo(-1) }
+
+func (m *Mem) backwardTo(end int64) (Cursor, error) {
 	mode, err := headMode(m.name, bytes.NewReader(m.data))
 	if err != nil {
 		return nil, err
 	}
-	return newBackwardCursor(m.name, &readerAtBlocks{ra: bytes.NewReader(m.data), n: int64(len(m.data)), block: 64 << 10}, nil, mode), nil
+	n := int64(len(m.data))
+	if end < 0 || end > n {
+		end = n
+	}
+	return newBackwardCursorTo(m.name, &readerAtBlocks{ra: bytes.NewReader(m.data), n: n, block: 64 << 10}, nil, mode, end), nil
 }
 
 // LineNumbers implements Log.

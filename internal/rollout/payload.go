@@ -27,7 +27,12 @@ type SessionMeta struct {
 	DynamicTools     json.RawMessage  `json:"dynamic_tools,omitempty"`
 	HistoryMode      string           `json:"history_mode,omitempty"`
 	HistoryBase      *HistoryPosition `json:"history_base,omitempty"`
-	SchemaVersion    int              `json:"schema_version,omitempty"`
+	// ForkCopy (a Logbook extension) marks a fork by copy: this rollout's
+	// records 2 .. EndOrdinalExclusive are copies of the named rollout's
+	// records 1 .. EndOrdinalExclusive-1, payload bytes unchanged. They are
+	// that rollout's facts, counted once, for it.
+	ForkCopy      *HistoryPosition `json:"fork_copy,omitempty"`
+	SchemaVersion int              `json:"schema_version,omitempty"`
 }
 
 // HistoryPosition is a frozen position in another rollout: the prefix a
@@ -83,6 +88,11 @@ func (m *SessionMeta) Validate() error {
 	}
 	if m.HistoryBase != nil {
 		if err := ValidateID("session_meta.history_base.rollout_id", m.HistoryBase.RolloutID); err != nil {
+			return err
+		}
+	}
+	if m.ForkCopy != nil {
+		if err := ValidateID("session_meta.fork_copy.rollout_id", m.ForkCopy.RolloutID); err != nil {
 			return err
 		}
 	}

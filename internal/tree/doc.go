@@ -1,4 +1,38 @@
-// Package tree will own the lineage tree: spawn and fork edges, each thread's
-// current rollout and its revert chain, orphans, duplicate IDs and cycles
-// reported, never fatal (DESIGN §6). Not built yet.
+// Package tree owns the lineage of a set of rollouts: which rollouts make up
+// each thread, what each thread's current view is, and how threads descend
+// from one another.
+//
+// # Threads and views
+//
+// A thread is named by the id of its rollouts' canonical session_meta. Its
+// rollouts form a revert chain: a rollout sealed by rollout_sealed is replaced
+// by its successor, so the current rollout is derivable from the rollouts
+// alone (the THREADS pointer on the bus is a cache of it). A rollout with a
+// history_base is read as a view: its session_meta, the frozen prefix of the
+// base's view up to the base's byte offset, then its own records (see
+// rollout.Joined). Records in a base that belongs to the same thread (a
+// revert) are the thread's own; records in another thread's base (a fork by
+// reference) belong to that thread. A fork by copy carries fork_copy in its
+// session_meta: its records 2 .. end-1 are copies, counted once, for their
+// origin.
+//
+// # The tree
+//
+// Edges come from both sides: thread_spawned in a parent (so a child that
+// never wrote a line is still in the tree), parent_thread_id or Codex's
+// source.subagent.thread_spawn.parent_thread_id in a child, and
+// forked_from_id for forks. A node sits under its spawn parent, else under the
+// thread it was forked from. Each node has a status: active (its lease is
+// held), needs_attention (an interrupted turn, calls whose outcome is unknown,
+// deliveries to it not confirmed, or child results still unconfirmed), or
+// idle, with the counts that explain it.
+//
+// Bad input is reported, never fatal: unreadable files, a thread id claimed
+// by unrelated rollouts (duplicate_thread: the newest chain wins), a sealed
+// rollout whose successor is missing, a parent named by nobody (orphans, shown
+// as roots), parents naming each other (cycle: broken, reported).
+//
+// The tree is rebuilt after a restart from the mirror's rollout files (or any
+// directory of rollouts, such as ~/.codex/sessions); rebuilt at quiescence it
+// equals the tree before: same IDs, edges and rollout chains.
 package tree

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/logbook-agents/logbook/internal/tree"
+)
+
+// sourceFlags choose where lineage commands read rollouts: any directory of
+// rollout files (--rollouts), or a data dir's mirror (--data).
+type sourceFlags struct {
+	rollouts string
+	data     string
+}
+
+func (f *sourceFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.rollouts, "rollouts", "", "read every rollout file under `DIR` (recursive; .jsonl and .jsonl.zst), e.g. ~/.codex/sessions; no server, no index")
+	cmd.Flags().StringVar(&f.data, "data", "", "read a data dir's mirror (`DIR`/rollouts); default $LOGBOOK_DATA, else ~/.logbook")
+}
+
+// defaultDataDir is serve's default data dir.
+func defaultDataDir() string {
+	if d := os.Getenv("LOGBOOK_DATA"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".logbook"
+	}
+	return filepath.Join(home, ".logbook")
+}
+
+// load reads the chosen rollouts into a corpus.
+func (f *sourceFlags) load() (*tree.Corpus, string, error) {
+	if f.rollouts != "" && f.data != "" {
+		return nil, "", errors.New("give --rollouts or --data, not both")
+	}
+	dir := f.rollouts
+	if dir == "" {
+		data := f.data
+		if data == "" {
+			data = defaultDataDir()
+		}
+		dir = filepath.Join(data, "rollouts")
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && f.rollouts == "":
+		return nil, "", fmt.Errorf("%s: no such directory: is this a data dir? (use --data DIR, or --rollouts DIR for any directory of rollout files)", dir)
+	case err != nil:
+		return nil, "", fmt.Errorf("%s: %w", dir, errors.Unwrap(err))
+	case !st.IsDir():
+		return nil, "", fmt.Errorf("%s: not a directory", dir)
+	}
+	c, err := tree.LoadDir(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, dir, nil
+}

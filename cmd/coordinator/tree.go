@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/logbook-agents/logbook/internal/tree"
+)
+
+func newTreeCmd() *cobra.Command {
+	var src sourceFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "tree [THREAD]",
+		Short: "Show the lineage tree of agent threads, with statuses",
+		Long: `tree rebuilds the parent/child lineage of every thread from the rollouts
+alone: spawn edges (thread_spawned in a parent, parent_thread_id or Codex's
+source.subagent.thread_spawn.parent_thread_id in a child) and fork edges
+(forked_from_id), each thread's current rollout and its earlier ones (revert
+chains).
+
+A node is active (a writer holds its lease), needs_attention (an interrupted
+turn, calls whose outcome is unknown, deliveries to it not confirmed, or child
+results still unconfirmed: the counts say which), or idle. A child that never
+wrote a line is still shown, from its parent's record of the spawn. Orphans
+(their parent is nowhere), duplicate thread IDs and cycles are reported below
+the tree, never fatal.
+
+With THREAD, only that thread's subtree is shown.`,
+		Example: `  coordinator tree --rollouts ~/.codex/sessions
+  coordinator tree --data /var/lib/logbook THREAD --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, _, err := src.load()
+			if err != nil {
+				return err
+			}
+			t := tree.Build(c, tree.Options{})
+			roots := t.Roots
+			if len(args) == 1 {
+				n := t.Node(args[0])
+				if n == nil {
+					return fmt.Errorf("no thread %s here (tree without THREAD lists them all)", args[0])
+				}
+				roots = []*tree.Node{n}
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), struct {
+					Roots    []*tree.Node   `json:"roots"`
+					Orphans  []string       `json:"orphans"`
+					Problems []tree.Problem `json:"problems"`
+				}{roots, t.Orphans, nonNil(t.Problems)})
+			}
+			renderTree(cmd.OutOrStdout(), t, roots)
+			return nil
+		},
+	}
+	src.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tree as JSON")
+	return cmd
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func renderTree(w io.Writer, t *tree.Tree, roots []*tree.Node) {
+	if len(roots) == 0 {
+		fmt.Fprintln(w, "no threads")
+	}
+	for _, n := range roots {
+		renderNode(w, n, "", "")
+	}
+	if len(t.Orphans) > 0 {
+		fmt.Fprintf(w, "\nOrphans (their parent thread is nowhere here): %s\n", strings.Join(t.Orphans, ", "))
+	}
+	if len(t.Problems) > 0 {
+		fmt.Fprintf(w, "\nProblems (reported, not fatal):\n")
+		for _, p := range t.Problems {
+			fmt.Fprintf(w, "  %-18s %s\n", p.Kind, p.Detail)
+		}
+	}
+}
+
+func renderNode(w io.Writer, n *tree.Node, first, rest string) {
+	fmt.Fprintf(w, "%s%s  %s%s\n", first, n.ThreadID, n.Status, nodeDetail(n))
+	for i, c := range n.Children {
+		if i == len(n.Children)-1 {
+			renderNode(w, c, rest+"└─ ", rest+"   ")
+		} else {
+			renderNode(w, c, rest+"├─ ", rest+"│  ")
+		}
+	}
+}
+
+func nodeDetail(n *tree.Node) string {
+	var parts []string
+	if n.AgentRole != "" {
+		parts = append(parts, "role "+n.AgentRole)
+	}
+	switch {
+	case n.RolloutID == "":
+		parts = append(parts, "never wrote a line")
+	case len(n.Rollouts) > 1:
+		parts = append(parts, "rollouts "+strings.Join(n.Rollouts, " → "))
+	default:
+		parts = append(parts, "rollout "+n.RolloutID)
+	}
+	if n.ForkedFromID != "" && n.ParentThreadID == "" {
+		parts = append(parts, "forked from "+n.ForkedFromID)
+	}
+	c := n.Counts
+	if c.InterruptedTurns > 0 {
+		parts = append(parts, plural(c.InterruptedTurns, "interrupted turn", "interrupted turns"))
+	}
+	if c.UnknownCalls > 0 {
+		parts = append(parts, plural(c.UnknownCalls, "call unknown", "calls unknown"))
+	}
+	if c.DeliveriesUnconfirmed > 0 {
+		parts = append(parts, plural(c.DeliveriesUnconfirmed, "delivery not confirmed", "deliveries not confirmed"))
+	}
+	if n.Unconfirmed > 0 {
+		parts = append(parts, plural(n.Unconfirmed, "child result unconfirmed", "child results unconfirmed"))
+	}
+	return "  (" + strings.Join(parts, "; ") + ")"
+}

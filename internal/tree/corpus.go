@@ -1,0 +1,250 @@
+package tree
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/logbook-agents/logbook/internal/rollout"
+)
+
+// Rollout is one rollout as the corpus read it: identity, lineage and the
+// physical records the ledger and the tree need.
+type Rollout struct {
+	ID, Thread string
+	Log        rollout.Log
+	Meta       rollout.SessionMeta
+	Successor  string // rollout_sealed: the rollout that replaced this one
+	Records    int
+	Damaged    int
+	Created    string // timestamp of the first record
+	Updated    string // timestamp of the last record
+	Spawns     []Spawn
+	Messages   []Message
+	metaEnd    int64 // byte offset just past the canonical session_meta
+}
+
+// Spawn is a thread_spawned record: the parent's record of a child.
+type Spawn struct {
+	Child, Role string
+	Ordinal     int64
+}
+
+// Message is an inter_agent_sent, inter_agent_received or reconciled{msg_id}
+// record.
+type Message struct {
+	Kind    string // the event kind
+	Ordinal int64  // the record's ordinal (its line in a version-0 rollout)
+	Sent    rollout.InterAgentSent
+	Recv    rollout.InterAgentReceived
+	Note    rollout.Reconciled
+}
+
+// Problem is something wrong with the input that does not stop the tree from
+// being built.
+type Problem struct {
+	Kind    string `json:"kind"` // unreadable, duplicate_thread, cycle, conflicting_parent, bad_base
+	Thread  string `json:"thread_id,omitempty"`
+	Rollout string `json:"rollout_id,omitempty"`
+	Detail  string `json:"detail"`
+}
+
+// Corpus is a set of rollouts: a directory of rollout files (a Codex sessions
+// tree, a data dir's mirror) or what the index names.
+type Corpus struct {
+	Rollouts map[string]*Rollout
+	Problems []Problem
+}
+
+// NewCorpus returns an empty corpus.
+func NewCorpus() *Corpus { return &Corpus{Rollouts: map[string]*Rollout{}} }
+
+// IsRolloutFile reports whether a file name is a rollout: .jsonl or .jsonl.zst.
+func IsRolloutFile(name string) bool {
+	return strings.HasSuffix(name, ".jsonl") || strings.HasSuffix(name, ".jsonl"+rollout.ZstExt)
+}
+
+// LoadDir reads every rollout file under dir, recursively. Files that are
+// not rollouts, or cannot be read, become problems.
+func LoadDir(dir string) (*Corpus, error) {
+	c := NewCorpus()
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && IsRolloutFile(d.Name()) {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		f, err := rollout.OpenFile(p)
+		if err != nil {
+			c.Problems = append(c.Problems, Problem{Kind: "unreadable", Detail: err.Error()})
+			continue
+		}
+		if err := c.Add(f); err != nil {
+			c.Problems = append(c.Problems, Problem{Kind: "unreadable", Detail: err.Error()})
+		}
+	}
+	return c, nil
+}
+
+// Add reads one rollout into the corpus.
+func (c *Corpus) Add(log rollout.Log) error {
+	r, err := readRollout(log)
+	if err != nil {
+		return err
+	}
+	if old, ok := c.Rollouts[r.ID]; ok {
+		c.Problems = append(c.Problems, Problem{Kind: "duplicate_rollout", Rollout: r.ID, Thread: r.Thread,
+			Detail: fmt.Sprintf("rollout %s is in both %s and %s; kept the first", r.ID, old.Log.Name(), log.Name())})
+		return nil
+	}
+	c.Rollouts[r.ID] = r
+	return nil
+}
+
+func readRollout(log rollout.Log) (*Rollout, error) {
+	cur, err := log.Forward(0)
+	if err != nil {
+		return nil, err
+	}
+	defer cur.Close()
+	r := &Rollout{Log: log}
+	haveMeta := false
+	for {
+		e, err := cur.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var ce *rollout.CorruptionError
+		if errors.As(err, &ce) {
+			if !ce.Torn() {
+				r.Damaged++
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", log.Name(), err)
+		}
+		r.Records++
+		if r.Created == "" {
+			r.Created = e.Timestamp
+		}
+		r.Updated = e.Timestamp
+		ord := e.Ordinal
+		if ord == 0 {
+			ord = int64(e.Line)
+		}
+		if !haveMeta {
+			if e.Type != rollout.TypeSessionMeta {
+				continue
+			}
+			m, err := rollout.Decode[rollout.SessionMeta](&e.Record)
+			if err == nil {
+				err = m.Validate()
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s line %d: %w", log.Name(), e.Line, err)
+			}
+			r.Meta, r.ID, r.Thread, r.metaEnd = m, m.Rollout(), m.ID, e.End()
+			haveMeta = true
+			continue
+		}
+		if e.Type != rollout.TypeEventMsg {
+			continue
+		}
+		switch kind := e.EventKind(); kind {
+		case rollout.EventThreadSpawned:
+			if s, err := rollout.Decode[rollout.ThreadSpawned](&e.Record); err == nil && rollout.ValidateID("child_thread_id", s.ChildThreadID) == nil {
+				r.Spawns = append(r.Spawns, Spawn{Child: s.ChildThreadID, Role: s.AgentRole, Ordinal: ord})
+			}
+		case rollout.EventRolloutSealed:
+			if s, err := rollout.Decode[rollout.RolloutSealed](&e.Record); err == nil {
+				r.Successor = s.SuccessorRolloutID
+			}
+		case rollout.EventInterAgentSent:
+			if m, err := rollout.Decode[rollout.InterAgentSent](&e.Record); err == nil && m.MsgID != "" {
+				r.Messages = append(r.Messages, Message{Kind: kind, Ordinal: ord, Sent: m})
+			}
+		case rollout.EventInterAgentReceived:
+			if m, err := rollout.Decode[rollout.InterAgentReceived](&e.Record); err == nil && m.MsgID != "" {
+				r.Messages = append(r.Messages, Message{Kind: kind, Ordinal: ord, Recv: m})
+			}
+		case rollout.EventReconciled:
+			if m, err := rollout.Decode[rollout.Reconciled](&e.Record); err == nil && m.MsgID != "" {
+				r.Messages = append(r.Messages, Message{Kind: kind, Ordinal: ord, Note: m})
+			}
+		}
+	}
+	if !haveMeta {
+		return nil, fmt.Errorf("%s: %w", log.Name(), rollout.ErrNoSessionMeta)
+	}
+	return r, nil
+}
+
+// leaf is a piece of a thread's view: a byte range of one rollout's file,
+// at a virtual offset in the view.
+type leaf struct {
+	rollout    string
+	start, end int64 // virtual; end -1 for the open last leaf
+}
+
+// View returns the log a rollout is read as: itself, or — when it has a
+// history_base — its session_meta, the frozen prefix of the base's view, then
+// its own records. The leaves say which rollout each byte range comes from.
+func (c *Corpus) View(id string) (rollout.Log, []leaf, error) {
+	segs, leaves, err := c.segments(id, -1, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := c.Rollouts[id]
+	if len(segs) == 1 && segs[0].From == 0 && segs[0].To < 0 {
+		return r.Log, leaves, nil
+	}
+	j, err := rollout.NewJoined(r.Log.Name(), segs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]leaf, len(leaves))
+	for i, v := range j.Segments() {
+		out[i] = leaf{rollout: leaves[i].rollout, start: v[0], end: v[1]}
+	}
+	return j, out, nil
+}
+
+// segments flattens a rollout's view up to its own file offset limit (-1: all).
+func (c *Corpus) segments(id string, limit int64, depth int) ([]rollout.Segment, []leaf, error) {
+	r, ok := c.Rollouts[id]
+	if !ok {
+		return nil, nil, fmt.Errorf("rollout %s is not here", id)
+	}
+	if depth > 64 {
+		return nil, nil, fmt.Errorf("rollout %s: history_base chain deeper than 64 (a cycle?)", id)
+	}
+	b := r.Meta.HistoryBase
+	if b == nil {
+		return []rollout.Segment{{Log: r.Log, From: 0, To: limit}}, []leaf{{rollout: id}}, nil
+	}
+	base, baseLeaves, err := c.segments(b.RolloutID, b.EndByteOffset, depth+1)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rollout %s history_base: %w", id, err)
+	}
+	segs := append([]rollout.Segment{{Log: r.Log, From: 0, To: r.metaEnd}}, base...)
+	leaves := append([]leaf{{rollout: id}}, baseLeaves...)
+	if limit < 0 || limit > r.metaEnd {
+		segs = append(segs, rollout.Segment{Log: r.Log, From: r.metaEnd, To: limit})
+		leaves = append(leaves, leaf{rollout: id})
+	}
+	return segs, leaves, nil
+}

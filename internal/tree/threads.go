@@ -1,0 +1,199 @@
+package tree
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/logbook-agents/logbook/internal/dedupe"
+	"github.com/logbook-agents/logbook/internal/replay"
+	"github.com/logbook-agents/logbook/internal/rollout"
+)
+
+// Thread is one logical thread: its rollouts (a revert chain, oldest first)
+// and the replayed state of its current view.
+type Thread struct {
+	ID       string
+	Rollouts []string // oldest first; the last is current
+	Current  *Rollout
+	State    *replay.State // nil when the view could not be replayed
+	Err      error
+	// effect: for each (rollout, ordinal) of this thread's records in the
+	// current view, whether it is in effect.
+	effect map[dedupe.Origin]bool
+}
+
+// Threads groups the corpus into threads, follows revert chains to each
+// thread's current rollout, and replays every current view once.
+func (c *Corpus) Threads() map[string]*Thread {
+	byThread := map[string][]*Rollout{}
+	for _, r := range c.Rollouts {
+		byThread[r.Thread] = append(byThread[r.Thread], r)
+	}
+	out := map[string]*Thread{}
+	ids := make([]string, 0, len(byThread))
+	for id := range byThread {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		t := &Thread{ID: id}
+		t.Rollouts, t.Current = c.chain(id, byThread[id])
+		t.walk(c)
+		out[id] = t
+	}
+	return out
+}
+
+// chain orders a thread's rollouts along rollout_sealed successors and picks
+// the current one: the end of the chain. Rollouts outside any chain make a
+// duplicate_thread problem; the newest chain end wins.
+func (c *Corpus) chain(thread string, rs []*Rollout) ([]string, *Rollout) {
+	isSuccessor := map[string]bool{}
+	for _, r := range rs {
+		if r.Successor != "" {
+			isSuccessor[r.Successor] = true
+		}
+	}
+	var heads []*Rollout
+	for _, r := range rs {
+		if !isSuccessor[r.ID] {
+			heads = append(heads, r)
+		}
+	}
+	if len(heads) == 0 { // a cycle of successors: start anywhere
+		heads = rs[:1]
+		c.Problems = append(c.Problems, Problem{Kind: "cycle", Thread: thread, Detail: "rollout_sealed successors form a cycle"})
+	}
+	type run struct {
+		ids  []string
+		last *Rollout
+	}
+	var runs []run
+	for _, h := range heads {
+		var ids []string
+		seen := map[string]bool{}
+		last := h
+		for r := h; r != nil && !seen[r.ID]; r = c.Rollouts[r.Successor] {
+			seen[r.ID] = true
+			ids = append(ids, r.ID)
+			last = r
+			if r.Successor == "" {
+				break
+			}
+			if _, ok := c.Rollouts[r.Successor]; !ok {
+				// Sealed, but its successor is not here (not mirrored yet, or
+				// lost): the sealed rollout stays current as far as we know.
+				c.Problems = append(c.Problems, Problem{Kind: "missing_successor", Thread: thread, Rollout: r.ID,
+					Detail: fmt.Sprintf("rollout %s is sealed in favour of %s, which is not here", r.ID, r.Successor)})
+			}
+		}
+		runs = append(runs, run{ids, last})
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].last.Updated > runs[j].last.Updated })
+	if len(runs) > 1 {
+		var others []string
+		for _, r := range runs[1:] {
+			others = append(others, r.ids...)
+		}
+		c.Problems = append(c.Problems, Problem{Kind: "duplicate_thread", Thread: thread,
+			Detail: fmt.Sprintf("thread %s has unrelated rollouts %v besides %v; the newest was taken as current", thread, others, runs[0].ids)})
+	}
+	return runs[0].ids, runs[0].last
+}
+
+// walk replays the thread's current view, recording what is in effect.
+func (t *Thread) walk(c *Corpus) {
+	t.effect = map[dedupe.Origin]bool{}
+	view, leaves, err := c.View(t.Current.ID)
+	if err != nil {
+		t.Err = err
+		c.Problems = append(c.Problems, Problem{Kind: "bad_base", Thread: t.ID, Rollout: t.Current.ID, Detail: err.Error()})
+		return
+	}
+	mine := map[string]bool{}
+	for _, id := range t.Rollouts {
+		mine[id] = true
+	}
+	li := 0
+	st, err := replay.Walk(view, replay.Options{Salvage: true}, func(e rollout.Entry, in bool) {
+		for li+1 < len(leaves) && e.Offset >= leaves[li+1].start {
+			li++
+		}
+		id := leaves[li].rollout
+		if !mine[id] {
+			return // a prefix another thread owns (a reference fork's parent)
+		}
+		ord := e.Ordinal
+		if ord == 0 {
+			ord = int64(e.Line)
+		}
+		t.effect[dedupe.Origin{Rollout: id, Ordinal: ord}] = in
+	})
+	if err != nil {
+		t.Err = err
+		c.Problems = append(c.Problems, Problem{Kind: "unreadable", Thread: t.ID, Rollout: t.Current.ID, Detail: err.Error()})
+		return
+	}
+	t.State = st
+}
+
+// Ledger builds the delivery ledger of the whole corpus. A record a fork
+// copied counts once, for its origin; a receipt is in effect when it is in
+// effect in its thread's current view.
+func (c *Corpus) Ledger(threads map[string]*Thread) *dedupe.Ledger {
+	l := dedupe.New()
+	for _, r := range c.Rollouts {
+		t := threads[r.Thread]
+		for _, m := range r.Messages {
+			origin, copied := c.origin(r, m.Ordinal)
+			in := false
+			if !copied && t != nil {
+				in = t.effect[origin]
+			}
+			owner := r.Thread // a copied record belongs to the thread it was copied from
+			if copied {
+				owner = c.threadOf(origin.Rollout, owner)
+			}
+			switch m.Kind {
+			case rollout.EventInterAgentSent:
+				s := m.Sent
+				l.AddSend(dedupe.Send{MsgID: s.MsgID, IdempotencyKey: s.IdempotencyKey, From: owner, To: s.ToThread,
+					Kind: s.Kind, InReplyTo: s.InReplyTo, Origin: origin, InEffect: in})
+			case rollout.EventInterAgentReceived:
+				v := m.Recv
+				l.AddReceipt(dedupe.Receipt{MsgID: v.MsgID, IdempotencyKey: v.IdempotencyKey, From: v.FromThread, To: owner,
+					Kind: v.Kind, InReplyTo: v.InReplyTo, Origin: origin, InEffect: in})
+			case rollout.EventReconciled:
+				n := m.Note
+				l.AddNote(dedupe.Note{MsgID: n.MsgID, Outcome: n.Outcome, Evidence: n.Evidence, By: n.By, Origin: origin})
+			}
+		}
+	}
+	return l
+}
+
+// origin follows fork copies back to where a record was first written.
+func (c *Corpus) origin(r *Rollout, ord int64) (dedupe.Origin, bool) {
+	copied := false
+	for depth := 0; depth < 64; depth++ {
+		fc := r.Meta.ForkCopy
+		if fc == nil || ord < 2 || ord >= fc.EndOrdinalExclusive {
+			return dedupe.Origin{Rollout: r.ID, Ordinal: ord}, copied
+		}
+		copied = true
+		src, ok := c.Rollouts[fc.RolloutID]
+		ord--
+		if !ok {
+			return dedupe.Origin{Rollout: fc.RolloutID, Ordinal: ord}, copied
+		}
+		r = src
+	}
+	return dedupe.Origin{Rollout: r.ID, Ordinal: ord}, copied
+}
+
+func (c *Corpus) threadOf(rolloutID, fallback string) string {
+	if r, ok := c.Rollouts[rolloutID]; ok {
+		return r.Thread
+	}
+	return fallback
+}

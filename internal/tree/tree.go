@@ -1,0 +1,216 @@
+package tree
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/logbook-agents/logbook/internal/dedupe"
+	"github.com/logbook-agents/logbook/internal/replay"
+)
+
+// Node statuses.
+const (
+	Active         = "active"          // a writer holds its lease
+	Idle           = "idle"            // nothing to look at
+	NeedsAttention = "needs_attention" // an interrupted turn, unknown calls or deliveries not confirmed
+)
+
+// Node is one thread in the lineage tree. Its JSON is the `coordinator tree
+// --json` format.
+type Node struct {
+	ThreadID       string   `json:"thread_id"`
+	ParentThreadID string   `json:"parent_thread_id,omitempty"`
+	ForkedFromID   string   `json:"forked_from_id,omitempty"`
+	RolloutID      string   `json:"rollout_id"` // current rollout; "" for a child that never wrote a line
+	Rollouts       []string `json:"rollouts"`   // the revert chain, oldest first
+	AgentRole      string   `json:"agent_role,omitempty"`
+	Status         string   `json:"status"`
+	Counts         Counts   `json:"counts"`
+	// Unconfirmed counts this thread's child results that are still
+	// unconfirmed: tasks it sent whose child sent no result, and results it
+	// has not confirmed receiving.
+	Unconfirmed int     `json:"unconfirmed"`
+	Children    []*Node `json:"children"`
+	created     string
+}
+
+// Counts say why a node needs attention.
+type Counts struct {
+	InterruptedTurns      int `json:"interrupted_turns"`
+	UnknownCalls          int `json:"unknown_calls"`
+	DeliveriesUnconfirmed int `json:"deliveries_not_confirmed"`
+}
+
+// Tree is the lineage of a corpus.
+type Tree struct {
+	Roots    []*Node   `json:"roots"`
+	Orphans  []string  `json:"orphans"`
+	Problems []Problem `json:"problems"`
+	// Deliveries and ChildResults are the ledger's judgement.
+	Deliveries   []dedupe.Delivery    `json:"-"`
+	ChildResults []dedupe.ChildResult `json:"-"`
+	Threads      map[string]*Thread   `json:"-"`
+	nodes        map[string]*Node
+}
+
+// Options tune Build.
+type Options struct {
+	// Active reports whether a thread's lease is held (nil: none is; offline).
+	Active func(thread string) bool
+}
+
+// Build builds the lineage tree, the delivery ledger's judgement and each
+// node's status. Bad input (orphans, duplicate IDs, cycles) is reported in
+// Problems and Orphans, never fatal.
+func Build(c *Corpus, opt Options) *Tree {
+	threads := c.Threads()
+	ledger := c.Ledger(threads)
+	t := &Tree{Threads: threads, nodes: map[string]*Node{}}
+	t.Deliveries = ledger.Classify()
+	t.ChildResults = ledger.ChildResults(t.Deliveries)
+
+	for id, th := range threads {
+		r := th.Current
+		n := &Node{ThreadID: id, RolloutID: r.ID, Rollouts: th.Rollouts, AgentRole: r.Meta.AgentRole,
+			ParentThreadID: r.Meta.Parent(), ForkedFromID: r.Meta.ForkedFromID, created: c.Rollouts[th.Rollouts[0]].Created}
+		countState(n, th.State)
+		t.nodes[id] = n
+	}
+	// The parents' records of their children: the child may never have
+	// written a line, or its own session_meta may not name the parent.
+	for _, id := range sortedKeys(threads) {
+		for _, rid := range threads[id].Rollouts {
+			for _, s := range c.Rollouts[rid].Spawns {
+				child, ok := t.nodes[s.Child]
+				switch {
+				case !ok:
+					t.nodes[s.Child] = &Node{ThreadID: s.Child, ParentThreadID: id, AgentRole: s.Role, Rollouts: []string{}, created: c.Rollouts[rid].Updated}
+				case child.ParentThreadID == "":
+					child.ParentThreadID = id
+				case child.ParentThreadID != id:
+					c.Problems = append(c.Problems, Problem{Kind: "conflicting_parent", Thread: s.Child,
+						Detail: fmt.Sprintf("thread %s names parent %s, but %s spawned it", s.Child, child.ParentThreadID, id)})
+				}
+			}
+		}
+	}
+	for _, d := range t.Deliveries {
+		if n, ok := t.nodes[d.ToThread]; ok && d.State != dedupe.Confirmed {
+			n.Counts.DeliveriesUnconfirmed++
+		}
+	}
+	for _, cr := range t.ChildResults {
+		if n, ok := t.nodes[cr.Parent]; ok {
+			n.Unconfirmed++
+		}
+	}
+	for _, n := range t.nodes {
+		switch {
+		case opt.Active != nil && opt.Active(n.ThreadID):
+			n.Status = Active
+		case n.Counts != (Counts{}) || n.Unconfirmed > 0:
+			n.Status = NeedsAttention
+		default:
+			n.Status = Idle
+		}
+	}
+	t.link(c)
+	t.Problems = c.Problems
+	return t
+}
+
+func countState(n *Node, st *replay.State) {
+	if st == nil {
+		return
+	}
+	for _, turn := range st.Turns {
+		if turn.Status == replay.StatusInterrupted {
+			n.Counts.InterruptedTurns++
+		}
+	}
+	n.Counts.UnknownCalls = len(st.DanglingCalls)
+}
+
+// parentOf is a node's place in the tree: its spawn parent, else the thread
+// it was forked from.
+func parentOf(n *Node) string {
+	if n.ParentThreadID != "" {
+		return n.ParentThreadID
+	}
+	return n.ForkedFromID
+}
+
+// link attaches children to parents; orphans and nodes on a cycle become
+// roots.
+func (t *Tree) link(c *Corpus) {
+	ids := sortedKeys(t.nodes)
+	cut := map[string]bool{} // nodes whose parent link a cycle broke
+	for _, id := range ids {
+		path := map[string]int{}
+		var order []string
+		for cur := id; cur != ""; {
+			if _, seen := path[cur]; seen {
+				cycle := order[path[cur]:]
+				if !cut[cycle[0]] {
+					sort.Strings(cycle)
+					cut[cycle[0]] = true
+					c.Problems = append(c.Problems, Problem{Kind: "cycle", Thread: cycle[0],
+						Detail: fmt.Sprintf("threads %s name each other as parents; %s shown as a root", strings.Join(cycle, " -> "), cycle[0])})
+				}
+				break
+			}
+			path[cur] = len(order)
+			order = append(order, cur)
+			n, ok := t.nodes[cur]
+			if !ok || cut[cur] {
+				break
+			}
+			cur = parentOf(n)
+		}
+	}
+	for _, id := range ids {
+		n := t.nodes[id]
+		p := parentOf(n)
+		switch {
+		case p == "" || cut[id]:
+			t.Roots = append(t.Roots, n)
+		case t.nodes[p] == nil:
+			t.Orphans = append(t.Orphans, id)
+			t.Roots = append(t.Roots, n)
+		default:
+			t.nodes[p].Children = append(t.nodes[p].Children, n)
+		}
+	}
+	for _, n := range t.nodes {
+		sortNodes(n.Children)
+		if n.Children == nil {
+			n.Children = []*Node{}
+		}
+	}
+	sortNodes(t.Roots)
+	if t.Orphans == nil {
+		t.Orphans = []string{}
+	}
+}
+
+func sortNodes(ns []*Node) {
+	sort.Slice(ns, func(i, j int) bool {
+		if ns[i].created != ns[j].created {
+			return ns[i].created < ns[j].created
+		}
+		return ns[i].ThreadID < ns[j].ThreadID
+	})
+}
+
+// Node returns the node of a thread, or nil.
+func (t *Tree) Node(id string) *Node { return t.nodes[id] }
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
