@@ -1,4 +1,30 @@
-// Package reconcile will own resume decisions: stale turns, dangling calls,
-// probes of the outside world and unconfirmed results; it never re-executes a
-// side effect on its own (DESIGN §7). Not built yet.
+// Package reconcile owns what a resume decides: replay records, never side
+// effects.
+//
+// After a crash a thread's log can say three things it cannot prove: a turn
+// started and never ended, a call was made and its result never logged, a
+// message was logged as sent and may never have been published. Resume does
+// not guess. It
+//
+//   - turns a stale in-progress turn into turn_aborted{stale_after_crash},
+//     and only once the thread's lease has expired (the old writer is gone);
+//   - lists every dangling call as unknown — not failed, not pending: its
+//     effect may have happened;
+//   - asks a Prober about the calls that carry an idempotency key, and about
+//     each logged send that has no receipt, after searching the MAIL stream
+//     for its msg_id (still there: published, awaiting the receiver; not
+//     there and never received: never published);
+//   - records every answer as reconciled{call_id|msg_id, outcome, evidence,
+//     by}. An answer of unknown is recorded too, for the audit trail, and
+//     leaves the call dangling.
+//
+// It never re-executes a call or re-sends a message on its own. With
+// RetryProvenNotExecuted it re-sends only the messages a probe proved were
+// never published, under their original msg_id; a call proven not executed is
+// recorded as such, so the agent may run it again — the coordinator runs no
+// tools.
+//
+// Probers: Scripted (tests), Terminal (asks a person; answers unknown at once
+// when stdin is not a terminal), and the simulator's external world, which
+// keeps a ledger per idempotency key.
 package reconcile

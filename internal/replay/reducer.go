@@ -168,8 +168,12 @@ func (r *reducer) physical(f *fact) {
 			}
 		}
 	case kReconciled:
+		// An answer of "unknown" is kept for the audit trail; the call stays
+		// dangling until someone finds out.
 		if id, ok := rollout.LookupString(f.e.Payload, "call_id"); ok && id != "" {
-			r.resolveCall(id)
+			if outcome, _ := rollout.LookupString(f.e.Payload, "outcome"); outcome != rollout.OutcomeUnknown {
+				r.resolveCall(id)
+			}
 		}
 	case kTokenCount:
 		if f.hasTotal {

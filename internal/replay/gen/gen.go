@@ -115,7 +115,9 @@ func (g *Gen) track(r rollout.Record) {
 			}
 		case rollout.EventReconciled:
 			id, _ := rollout.LookupString(r.Payload, "call_id")
-			g.resolve(id)
+			if outcome, _ := rollout.LookupString(r.Payload, "outcome"); outcome != rollout.OutcomeUnknown {
+				g.resolve(id)
+			}
 		}
 	case rollout.TypeResponseItem:
 		var it rollout.ResponseItem
@@ -254,7 +256,8 @@ func (g *Gen) answerCall() {
 		g.push(g.b.Output(c.CallID, "late"))
 		return
 	}
-	g.push(g.b.Event(rollout.Reconciled{Type: rollout.EventReconciled, CallID: c.CallID, Outcome: rollout.OutcomeExecuted, Evidence: "probe", By: "probe"}))
+	outcome := []string{rollout.OutcomeExecuted, rollout.OutcomeNotExecuted, rollout.OutcomeUnknown}[g.rng.IntN(3)]
+	g.push(g.b.Event(rollout.Reconciled{Type: rollout.EventReconciled, CallID: c.CallID, Outcome: outcome, Evidence: "probe", By: "probe"}))
 }
 
 func (g *Gen) world() {
