@@ -23,18 +23,6 @@ func (f *sourceFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.data, "data", "", "read a data dir's mirror (`DIR`/rollouts); default $LOGBOOK_DATA, else ~/.logbook")
 }
 
-// defaultDataDir is serve's default data dir.
-func defaultDataDir() string {
-	if d := os.Getenv("LOGBOOK_DATA"); d != "" {
-		return d
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ".logbook"
-	}
-	return filepath.Join(home, ".logbook")
-}
-
 // load reads the chosen rollouts into a corpus.
 func (f *sourceFlags) load() (*tree.Corpus, string, error) {
 	if f.rollouts != "" && f.data != "" {
@@ -44,7 +32,10 @@ func (f *sourceFlags) load() (*tree.Corpus, string, error) {
 	if dir == "" {
 		data := f.data
 		if data == "" {
-			data = defaultDataDir()
+			var err error
+			if data, err = defaultDataDir(); err != nil {
+				return nil, "", err
+			}
 		}
 		dir = filepath.Join(data, "rollouts")
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -14,12 +15,13 @@ import (
 type replayFlags struct {
 	json, salvage, naive, full bool
 	model                      string
+	src                        sourceFlags
 }
 
 func newReplayCmd() *cobra.Command {
 	var fl replayFlags
 	cmd := &cobra.Command{
-		Use:   "replay FILE",
+		Use:   "replay FILE | replay --rollouts DIR THREAD | replay --data DIR THREAD",
 		Short: "Rebuild a thread's state from one rollout file",
 		Long: `Replay rebuilds a thread from one rollout file (.jsonl or .jsonl.zst), as a
 resume would, and shows what a new session starts from: identity, settings,
@@ -39,6 +41,11 @@ setting; --salvage skips it with a warning instead.
 Dangling calls are "unknown": not failed, not pending. Their effect may have
 happened; nothing here retries them.
 
+With --rollouts DIR (any directory of rollout files) or --data DIR (a data
+dir's mirror), the argument is a THREAD id: its current rollout is found
+(following reverts) and read as its view (a fork by reference or a revert
+joins the frozen prefix it names with its own records).
+
 Exit status: 0 when the state was rebuilt (warnings included), 1 when the file
 is missing, not a rollout, or damaged where it matters, 2 for a usage error.`,
 		Example: `  # A people-readable report
@@ -54,6 +61,9 @@ is missing, not a rollout, or damaged where it matters, 2 for a usage error.`,
   coordinator replay --salvage damaged.jsonl`,
 		Args: oneFile,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if fl.src.rollouts != "" || fl.src.data != "" {
+				return runReplayThread(cmd.OutOrStdout(), args[0], fl)
+			}
 			return runReplay(cmd.OutOrStdout(), args[0], fl)
 		},
 	}
@@ -63,6 +73,7 @@ is missing, not a rollout, or damaged where it matters, 2 for a usage error.`,
 	f.BoolVar(&fl.naive, "naive", false, "fold the whole log forward instead of the fast backward scan")
 	f.StringVar(&fl.model, "model", "", "the model a resume would use; warns (model_changed) when it differs from the last one in effect")
 	f.BoolVar(&fl.full, "full", false, "list every history item and turn (default: the first 5 and the last 20)")
+	fl.src.register(cmd)
 	return cmd
 }
 
@@ -71,6 +82,29 @@ func runReplay(w io.Writer, path string, fl replayFlags) error {
 	if err != nil {
 		return err
 	}
+	return replayLog(w, path, log, fl)
+}
+
+// runReplayThread replays a thread's current view from a directory of
+// rollouts.
+func runReplayThread(w io.Writer, thread string, fl replayFlags) error {
+	c, dir, err := fl.src.load()
+	if err != nil {
+		return err
+	}
+	threads := c.Threads()
+	th, ok := threads[thread]
+	if !ok {
+		return fmt.Errorf("no thread %s in %s (coordinator tree --rollouts %s lists them)", thread, dir, dir)
+	}
+	log, _, err := c.View(th.Current.ID)
+	if err != nil {
+		return err
+	}
+	return replayLog(w, log.Name(), log, fl)
+}
+
+func replayLog(w io.Writer, path string, log rollout.Log, fl replayFlags) error {
 	opt := replay.Options{Salvage: fl.salvage, Model: fl.model}
 	fn := replay.Fast
 	if fl.naive {

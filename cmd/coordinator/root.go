@@ -60,6 +60,7 @@ wrong arguments).`,
 	root.AddCommand(
 		newReplayCmd(),
 		newVerifyCmd(),
+		newServeCmd(),
 		newTreeCmd(),
 		newUnconfirmedCmd(),
 	)

@@ -29,7 +29,11 @@ wrote a line is still shown, from its parent's record of the spawn. Orphans
 (their parent is nowhere), duplicate thread IDs and cycles are reported below
 the tree, never fatal.
 
-With THREAD, only that thread's subtree is shown.`,
+With THREAD, only that thread's subtree is shown.
+
+Exit status: 0 when the tree was built (problems in the input are reported,
+not fatal), 1 when the directory cannot be read or THREAD is not there, 2 for
+a usage error.`,
 		Example: `  coordinator tree --rollouts ~/.codex/sessions
   coordinator tree --data /var/lib/logbook THREAD --json`,
 		Args: cobra.MaximumNArgs(1),

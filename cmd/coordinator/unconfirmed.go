@@ -28,7 +28,8 @@ more than once, or its idempotency key received under two msg_ids),
 orphan_receipt (received, no send anywhere) or rolled_back_receipt (its only
 receipt was rolled back or reverted away). A record a fork copied counts once.
 
-Exit status 0 whatever is found: this is a report, not a check.`,
+Exit status: 0 whatever is found (this is a report, not a check), 1 when the
+rollouts cannot be read, 2 for a usage error.`,
 		Example: `  coordinator unconfirmed --rollouts ./rollouts
   coordinator unconfirmed --data /var/lib/logbook --json`,
 		Args: cobra.NoArgs,

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/logbook-agents/logbook/internal/stream"
+	"github.com/logbook-agents/logbook/internal/stream/serve"
+)
+
+func newServeCmd() *cobra.Command {
+	var cfg serve.Config
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the coordinator: the JetStream bus (embedded by default) for a data dir",
+		Long: `Serve runs the coordinator for one data dir (--data, else $LOGBOOK_DATA,
+else ~/.logbook). It embeds a nats-server with JetStream (store DATA/nats,
+client address --nats-listen) unless --nats names a server or cluster to use,
+creates the ROLLOUTS and MAIL streams and the THREADS and LEASES buckets if
+they are missing, writes the client URL to DATA/nats.url, prints it, and
+serves GET /healthz on --listen.
+
+--fsync always (the default) fsyncs every message before the bus acknowledges
+it: an acknowledged record survives a power loss. --fsync interval fsyncs
+every 2 minutes: an acknowledged record survives a crash of the process but a
+power loss may lose the last 2 minutes. See docs/DURABILITY.md.
+
+One coordinator per data dir: a second one exits with one line naming the
+holder of DATA/LOCK. SIGINT or SIGTERM stop it cleanly.
+
+Exit status: 0 after a clean stop (SIGINT or SIGTERM), 1 when it cannot start
+(the data dir is locked, a port is busy, a stream or bucket exists with
+another configuration) or fails, 2 for a usage error.`,
+		Example: `  coordinator serve
+  coordinator serve --data /var/lib/logbook --nats-listen 127.0.0.1:0 --listen 127.0.0.1:0
+  coordinator serve --nats nats://n1:4222,nats://n2:4222,nats://n3:4222 --replicas 3`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("serve takes no arguments, got %q", args)
+			}
+			if cfg.NATSURL != "" && cmd.Flags().Changed("fsync") {
+				return errors.New("--fsync applies to the embedded server; with --nats, durability is the server's sync_interval setting")
+			}
+			if cfg.NATSURL != "" && cmd.Flags().Changed("nats-listen") {
+				return errors.New("--nats-listen applies to the embedded server; with --nats nothing is embedded")
+			}
+			if cfg.Fsync != stream.FsyncAlways && cfg.Fsync != stream.FsyncInterval {
+				return fmt.Errorf("--fsync %q: want always or interval", cfg.Fsync)
+			}
+			if cfg.Replicas < 1 {
+				return fmt.Errorf("--replicas %d: want 1 or more", cfg.Replicas)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.DataDir == "" {
+				dir, err := defaultDataDir()
+				if err != nil {
+					return err
+				}
+				cfg.DataDir = dir
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			cfg.Stdout = cmd.OutOrStdout()
+			return serve.Run(ctx, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data", "", "data dir (default $LOGBOOK_DATA, else ~/.logbook)")
+	f.StringVar(&cfg.NATSURL, "nats", "", "use this NATS server or cluster (comma-separated URLs) instead of embedding one")
+	f.StringVar(&cfg.NATSListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded server (port 0: random)")
+	f.IntVar(&cfg.Replicas, "replicas", 1, "replicas of the streams and buckets (more than 1 needs --nats)")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7420", "HTTP address (port 0: random)")
+	f.StringVar(&cfg.Fsync, "fsync", stream.FsyncAlways, "always: fsync before every ack; interval: every 2 minutes (see docs/DURABILITY.md)")
+	return cmd
+}
+
+// defaultDataDir is $LOGBOOK_DATA, else ~/.logbook.
+func defaultDataDir() (string, error) {
+	if d := os.Getenv("LOGBOOK_DATA"); d != "" {
+		return d, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no --data, no $LOGBOOK_DATA and no home directory: %w", err)
+	}
+	return filepath.Join(home, ".logbook"), nil
+}

@@ -1,0 +1,170 @@
+package stream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Bus is a connection to Logbook's streams and buckets. Setup must have run
+// (the coordinator does it at start-up). A Bus does not own its connection.
+type Bus struct {
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	threads     jetstream.KeyValue
+	leases      jetstream.KeyValue
+	leaseTTL    time.Duration
+	recordLimit int
+	log         *slog.Logger
+}
+
+// Options tune a Bus.
+type Options struct {
+	// RecordLimit is the largest encoded record line (with its '\n') a writer
+	// accepts; 0 means the server's max payload less a header reserve. It is
+	// capped at that value.
+	RecordLimit int
+	Logger      *slog.Logger // nil: slog.Default()
+}
+
+// Open binds to the streams and buckets on nc's server.
+func Open(ctx context.Context, nc *nats.Conn, o Options) (*Bus, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	b := &Bus{nc: nc, js: js, log: o.Logger}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	if _, err := js.Stream(ctx, StreamRollouts); err != nil {
+		return nil, fmt.Errorf("stream: stream %s: %w (run coordinator serve to set up the bus)", StreamRollouts, err)
+	}
+	if b.threads, err = js.KeyValue(ctx, BucketThreads); err != nil {
+		return nil, fmt.Errorf("stream: bucket %s: %w", BucketThreads, err)
+	}
+	if b.leases, err = js.KeyValue(ctx, BucketLeases); err != nil {
+		return nil, fmt.Errorf("stream: bucket %s: %w", BucketLeases, err)
+	}
+	st, err := b.leases.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("stream: bucket %s: %w", BucketLeases, err)
+	}
+	if b.leaseTTL = st.TTL(); b.leaseTTL <= 0 {
+		return nil, fmt.Errorf("%w: bucket %s has no TTL: leases would never expire", ErrConfigMismatch, BucketLeases)
+	}
+	limit := MaxRecord(nc.MaxPayload())
+	if o.RecordLimit > 0 && o.RecordLimit < limit {
+		limit = o.RecordLimit
+	}
+	if limit < 1024 {
+		return nil, fmt.Errorf("stream: server max payload %d leaves no room for records", nc.MaxPayload())
+	}
+	b.recordLimit = limit
+	return b, nil
+}
+
+// MaxRecord is the default record limit for a server max payload.
+func MaxRecord(maxPayload int64) int { return int(maxPayload) - headerReserve }
+
+// JetStream returns the JetStream context the bus uses.
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
+
+// Conn returns the connection the bus uses.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// RecordLimit is the largest encoded record line writers accept.
+func (b *Bus) RecordLimit() int { return b.recordLimit }
+
+// LeaseTTL is the TTL of the LEASES bucket.
+func (b *Bus) LeaseTTL() time.Duration { return b.leaseTTL }
+
+// Threads is the THREADS bucket (thread id -> current rollout id).
+func (b *Bus) Threads() jetstream.KeyValue { return b.threads }
+
+// storedMsg is a message read from ROLLOUTS.
+type storedMsg struct {
+	Subject string
+	Seq     uint64
+	Header  nats.Header
+	Data    []byte
+}
+
+// errNoMsg: no message matches a get.
+var errNoMsg = errors.New("stream: no message")
+
+// getMsg reads a message of ROLLOUTS through the stream leader (the
+// STREAM.MSG.GET API, not a direct get): a direct get may be answered by a
+// follower that has not applied the latest writes, and fencing decisions
+// must see them. Either lastFor, or seq with nextFor ("the first message of
+// nextFor at or after seq"), or seq alone.
+func (b *Bus) getMsg(ctx context.Context, seq uint64, lastFor, nextFor string) (*storedMsg, error) {
+	req := struct {
+		Seq     uint64 `json:"seq,omitempty"`
+		LastFor string `json:"last_by_subj,omitempty"`
+		NextFor string `json:"next_by_subj,omitempty"`
+	}{seq, lastFor, nextFor}
+	body, _ := json.Marshal(req)
+	resp, err := b.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+StreamRollouts, body)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Subject  string `json:"subject"`
+			Sequence uint64 `json:"seq"`
+			Header   []byte `json:"hdrs"`
+			Data     []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, fmt.Errorf("stream: message get: %w", err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, errNoMsg
+		}
+		return nil, r.Error
+	}
+	if r.Message == nil {
+		return nil, fmt.Errorf("stream: message get: empty response")
+	}
+	m := &storedMsg{Subject: r.Message.Subject, Seq: r.Message.Sequence, Data: r.Message.Data}
+	if len(r.Message.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
+			return nil, fmt.Errorf("stream: message get: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Tail is the last message of a rollout on the bus.
+type Tail struct {
+	Seq     uint64 // stream sequence; 0 for an empty rollout
+	Ordinal int64  // last ordinal; 0 for an empty rollout
+	Epoch   uint64 // epoch of the writer of the last message
+}
+
+// Tail reads the last message of a rollout (from the stream leader).
+func (b *Bus) Tail(ctx context.Context, rolloutID string) (Tail, error) {
+	subj := RolloutSubject(rolloutID)
+	m, err := b.getMsg(ctx, 0, subj, "")
+	if errors.Is(err, errNoMsg) {
+		return Tail{}, nil
+	}
+	if err != nil {
+		return Tail{}, fmt.Errorf("stream: tail of rollout %s: %w", rolloutID, err)
+	}
+	p, err := DecodePack(m.Subject, m.Seq, m.Header, m.Data)
+	if err != nil {
+		return Tail{Seq: m.Seq}, fmt.Errorf("stream: tail of rollout %s: %w", rolloutID, err)
+	}
+	return Tail{Seq: m.Seq, Ordinal: p.Last, Epoch: p.Epoch}, nil
+}

@@ -1,0 +1,243 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/logbook-agents/logbook/internal/stream"
+)
+
+// Config is what `coordinator serve` runs with.
+type Config struct {
+	DataDir    string        // required
+	NATSURL    string        // use this server or cluster; "" embeds one
+	NATSListen string        // embedded client address; default 127.0.0.1:4222, port 0 = random
+	Replicas   int           // stream and bucket replicas; >1 needs NATSURL
+	Listen     string        // HTTP address; default 127.0.0.1:7420, port 0 = random
+	Fsync      string        // stream.FsyncAlways (default) or stream.FsyncInterval; embedded only
+	LeaseTTL   time.Duration // 0: stream.DefaultLeaseTTL
+	Logger     *slog.Logger  // nil: slog.Default()
+	Stdout     io.Writer     // start-up lines (the URLs); nil: discarded
+	// Ready, when set, is called once everything is up.
+	Ready func(Info)
+}
+
+// Info is what a running coordinator tells the world.
+type Info struct {
+	NATSURL     string // for agents and the nats CLI; also in <data>/nats.url
+	HTTPAddr    string // host:port of the HTTP listener
+	RecordLimit int    // largest record line writers accept
+}
+
+// URLFile is the file in the data dir that holds the client URL.
+const URLFile = "nats.url"
+
+// Run runs the coordinator until ctx ends, then stops cleanly: HTTP server
+// shut down, connection drained, embedded server shut down and waited for,
+// lock released.
+func Run(ctx context.Context, cfg Config) (err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	out := cfg.Stdout
+	if out == nil {
+		out = io.Discard
+	}
+	if cfg.DataDir == "" {
+		return errors.New("serve: no data dir")
+	}
+	if cfg.Replicas > 1 && cfg.NATSURL == "" {
+		return fmt.Errorf("serve: --replicas %d needs a cluster: give its URL with --nats (the embedded server is a single node)", cfg.Replicas)
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:7420"
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("serve: data dir: %w", err)
+	}
+	lock, err := TakeLock(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := lock.Release(); rerr != nil && err == nil {
+			err = fmt.Errorf("serve: release lock: %w", rerr)
+		}
+	}()
+
+	var ns *server.Server
+	var nc *nats.Conn
+	url := cfg.NATSURL
+	if url == "" {
+		ns, err = stream.StartServer(stream.ServerConfig{
+			StoreDir: filepath.Join(cfg.DataDir, "nats"), Listen: cfg.NATSListen, Fsync: cfg.Fsync, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			ns.Shutdown()
+			ns.WaitForShutdown()
+			log.Info("embedded nats-server stopped")
+		}()
+		url = ns.ClientURL()
+		nc, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("logbook-coordinator"))
+	} else {
+		nc, err = nats.Connect(url, nats.Name("logbook-coordinator"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	}
+	if err != nil {
+		return fmt.Errorf("serve: connect to %s: %w", url, err)
+	}
+	defer drain(nc, log)
+
+	if err := setup(ctx, nc, cfg, log); err != nil {
+		return err
+	}
+	bus, err := stream.Open(ctx, nc, stream.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(cfg.DataDir, URLFile), []byte(url+"\n")); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("serve: HTTP listen on %s: %w", cfg.Listen, err)
+	}
+	hs := &http.Server{Handler: health(nc, url), ReadHeaderTimeout: 10 * time.Second}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- hs.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+
+	info := Info{NATSURL: url, HTTPAddr: ln.Addr().String(), RecordLimit: bus.RecordLimit()}
+	fmt.Fprintf(out, "nats: %s\nhttp: http://%s\n", info.NATSURL, info.HTTPAddr)
+	log.Info("coordinator serving", "data", cfg.DataDir, "nats", url, "embedded", ns != nil,
+		"fsync", fsyncName(cfg), "replicas", max(cfg.Replicas, 1), "http", info.HTTPAddr, "record_limit", info.RecordLimit)
+	if cfg.Ready != nil {
+		cfg.Ready(info)
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("stopping", "cause", context.Cause(ctx))
+		return nil
+	case err := <-httpErr:
+		return fmt.Errorf("serve: HTTP server: %w", err)
+	}
+}
+
+func fsyncName(cfg Config) string {
+	switch {
+	case cfg.NATSURL != "":
+		return "server's setting"
+	case cfg.Fsync == "":
+		return stream.FsyncAlways
+	}
+	return cfg.Fsync
+}
+
+// setup creates the streams and buckets, retrying while a cluster elects its
+// JetStream leader; a configuration mismatch fails at once.
+func setup(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := stream.Setup(sctx, js, stream.SetupConfig{Replicas: cfg.Replicas, LeaseTTL: cfg.LeaseTTL})
+		cancel()
+		if err == nil || errors.Is(err, stream.ErrConfigMismatch) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		log.Warn("bus setup failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func drain(nc *nats.Conn, log *slog.Logger) {
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		log.Warn("connection drain timed out")
+		nc.Close()
+	}
+}
+
+// health serves /healthz: 200 while the bus connection is up.
+func health(nc *nats.Conn, url string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		status, code := "ok", http.StatusOK
+		if !nc.IsConnected() {
+			status, code = "nats "+nc.Status().String(), http.StatusServiceUnavailable
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]string{"status": status, "nats": url})
+	})
+	return mux
+}
+
+// writeFileAtomic writes path by temp file, fsync, rename and directory
+// fsync: readers see the old content or the new, never a mix.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,120 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EmbeddedMaxPayload is the max payload of the embedded server: the largest
+// record line is this less a header reserve (MaxRecord).
+const EmbeddedMaxPayload = 8 << 20
+
+// Fsync modes of the embedded server (see the package doc, Durability).
+const (
+	FsyncAlways   = "always"   // fsync every message before its ack
+	FsyncInterval = "interval" // fsync every SyncInterval (NATS default 2 min)
+)
+
+// ServerConfig configures an embedded nats-server with JetStream.
+type ServerConfig struct {
+	Name     string // server name; default "logbook"
+	StoreDir string // JetStream store; required (empty would mean the OS temp dir)
+	Listen   string // client host:port; port 0 means a random port; default 127.0.0.1:4222
+	Fsync    string // FsyncAlways (default) or FsyncInterval
+	Logger   *slog.Logger
+}
+
+// StartServer starts an embedded nats-server with JetStream, its own signal
+// handling off, and waits until it accepts connections.
+func StartServer(cfg ServerConfig) (*server.Server, error) {
+	if cfg.StoreDir == "" {
+		return nil, errors.New("stream: embedded server needs a store directory")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "logbook"
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:4222"
+	}
+	host, port, err := ParseListen(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	opts := &server.Options{
+		ServerName: cfg.Name,
+		JetStream:  true,
+		StoreDir:   filepath.Clean(cfg.StoreDir),
+		Host:       host,
+		Port:       port,
+		NoSigs:     true, // the server's own handler would os.Exit and skip our shutdown
+		MaxPayload: EmbeddedMaxPayload,
+	}
+	switch cfg.Fsync {
+	case "", FsyncAlways:
+		opts.SyncAlways = true
+	case FsyncInterval:
+	default:
+		return nil, fmt.Errorf("stream: --fsync %q: want %s or %s", cfg.Fsync, FsyncAlways, FsyncInterval)
+	}
+	if port != server.RANDOM_PORT {
+		// The server reports a busy port only by never becoming ready: ask first.
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return nil, fmt.Errorf("stream: embedded nats-server cannot listen on %s: %w", cfg.Listen, err)
+		}
+		l.Close()
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("stream: embedded nats-server: %w", err)
+	}
+	if cfg.Logger != nil {
+		ns.SetLoggerV2(&natsLogger{cfg.Logger.With("component", "nats-server")}, false, false, false)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("stream: embedded nats-server on %s did not become ready (port in use?)", cfg.Listen)
+	}
+	return ns, nil
+}
+
+// ParseListen splits host:port; port 0 becomes -1, nats-server's "random"
+// (its 0 means the default 4222).
+func ParseListen(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("stream: listen address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("stream: listen address %q: bad port", addr)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return host, port, nil
+}
+
+// natsLogger sends nats-server's log to slog.
+type natsLogger struct{ l *slog.Logger }
+
+// Notices (the start-up banner among them) are debug: the coordinator logs
+// its own start-up line.
+func (n *natsLogger) Noticef(f string, v ...any) { n.l.Debug(fmt.Sprintf(f, v...)) }
+func (n *natsLogger) Warnf(f string, v ...any)   { n.l.Warn(fmt.Sprintf(f, v...)) }
+func (n *natsLogger) Fatalf(f string, v ...any)  { n.l.Error(fmt.Sprintf(f, v...)) }
+func (n *natsLogger) Errorf(f string, v ...any)  { n.l.Error(fmt.Sprintf(f, v...)) }
+func (n *natsLogger) Debugf(f string, v ...any)  { n.l.Debug(fmt.Sprintf(f, v...)) }
+func (n *natsLogger) Tracef(f string, v ...any)  { n.l.Debug(fmt.Sprintf(f, v...)) }
