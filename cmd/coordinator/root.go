@@ -63,6 +63,13 @@ wrong arguments).`,
 		newServeCmd(),
 		newTreeCmd(),
 		newUnconfirmedCmd(),
+		newForkCmd(),
+		newRollbackCmd(),
+		newRevertCmd(),
+		newResumeCmd(),
+		newReconcileCmd(),
+		newGCCmd(),
+		newImportCmd(),
 	)
 	markRuntime(root)
 	return root

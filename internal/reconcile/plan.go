@@ -41,9 +41,12 @@ func Decide(thread string, st *replay.State, deliveries []dedupe.Delivery) (*Pla
 	return p, nil
 }
 
-// MailSearcher says whether a message is still on the MAIL stream.
+// MailSearcher looks a send up on the bus: still on the MAIL stream, or
+// received (its receipt in the receiver's rollout on the bus, which the
+// mirror the ledger was built from may not hold yet).
 type MailSearcher interface {
 	Pending(ctx context.Context, to, msgID string) (bool, error)
+	Received(ctx context.Context, to, msgID string) (bool, error)
 }
 
 // Finding is one answered question and the record it becomes.
@@ -89,9 +92,19 @@ func (p *Plan) Probe(ctx context.Context, pr Prober, mail MailSearcher) ([]Findi
 					Evidence: "published: still on the MAIL stream, awaiting " + d.ToThread, By: "probe:mail"}})
 				continue
 			}
+			received, err := mail.Received(ctx, d.ToThread, d.MsgID)
+			if err != nil {
+				return out, fmt.Errorf("searching %s's rollout for %s: %w", d.ToThread, d.MsgID, err)
+			}
+			if received {
+				q.Mail = "received"
+				out = append(out, Finding{q, Answer{Outcome: rollout.OutcomeExecuted,
+					Evidence: "published and received: " + d.ToThread + " logged its receipt", By: "probe:mail"}})
+				continue
+			}
 			q.Mail = "absent"
 			out = append(out, Finding{q, Answer{Outcome: rollout.OutcomeNotExecuted,
-				Evidence: "not on the MAIL stream and never received: never published", By: "probe:mail"}})
+				Evidence: "not on the MAIL stream and not received: never published", By: "probe:mail"}})
 			continue
 		}
 		a, err := pr.Probe(ctx, q)

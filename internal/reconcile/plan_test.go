@@ -16,6 +16,8 @@ type fakeMail map[string]bool
 
 func (m fakeMail) Pending(_ context.Context, _, msgID string) (bool, error) { return m[msgID], nil }
 
+func (m fakeMail) Received(context.Context, string, string) (bool, error) { return false, nil }
+
 func TestDecideAndProbe(t *testing.T) {
 	st := &replay.State{
 		Turns: []replay.Turn{{TurnID: "t1", Status: replay.StatusCompleted}, {TurnID: "t2", Status: replay.StatusInterrupted}},

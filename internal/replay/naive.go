@@ -188,6 +188,9 @@ type naiveTrace struct {
 	cuts     []interval
 	exceeded int
 	warnings []Warning // before the window filter
+	turns    []Turn    // every turn, before the window filter
+	rolled   []bool
+	terminal []bool
 }
 
 func naive(log rollout.Log, opt Options, visit func(rollout.Entry, bool)) (*State, *naiveTrace, error) {
@@ -272,5 +275,33 @@ func naive(log rollout.Log, opt Options, visit func(rollout.Entry, bool)) (*Stat
 	}
 	h.identityWarning(st)
 	closing(st, opt)
-	return st, &naiveTrace{cuts: effect.cuts, exceeded: ep.exceeded, warnings: r.warnings}, nil
+	return st, &naiveTrace{cuts: effect.cuts, exceeded: ep.exceeded, warnings: r.warnings,
+		turns: r.turns, rolled: r.rolled, terminal: r.terminal}, nil
+}
+
+// TurnSpan is one turn of a log with where it starts: fork, revert and the
+// index need every turn, not only the current window's.
+type TurnSpan struct {
+	Turn
+	Start    int64 // byte offset of the record that opens it
+	InEffect bool  // its start is in effect (not rolled back)
+	Terminal bool  // a terminal event was seen for it
+}
+
+// Timeline replays a log with the naive fold and also returns every turn in
+// log order.
+func Timeline(log rollout.Log, opt Options) (*State, []TurnSpan, error) {
+	var spans []TurnSpan
+	st, tr, err := naive(log, opt, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, t := range tr.turns {
+		s := TurnSpan{Turn: t, Start: t.offset, InEffect: !tr.rolled[i], Terminal: tr.terminal[i]}
+		if tr.rolled[i] {
+			s.Status, s.Reason = StatusRolledBack, ""
+		}
+		spans = append(spans, s)
+	}
+	return st, spans, nil
 }

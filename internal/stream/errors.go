@@ -23,6 +23,8 @@ var (
 	ErrQueueFull = errors.New("stream: writer queue full")
 	// ErrClosed: the writer was closed.
 	ErrClosed = errors.New("stream: writer closed")
+	// ErrSealed: the rollout ends with rollout_sealed; nothing may follow.
+	ErrSealed = errors.New("stream: rollout is sealed")
 	// ErrFenced: the subject's tail holds bytes of another writer. A
 	// *FencedError says whose.
 	ErrFenced = errors.New("stream: fenced by another writer")

@@ -110,9 +110,13 @@ func (b *Bus) OpenWriter(ctx context.Context, lease *Lease, rolloutID string, o 
 	if err := lease.check(); err != nil {
 		return nil, err
 	}
-	tail, err := b.Tail(ctx, rolloutID)
+	last, tail, err := b.LastRecord(ctx, rolloutID)
 	if err != nil {
 		return nil, err
+	}
+	if last.Type == rollout.TypeEventMsg && last.EventKind() == rollout.EventRolloutSealed {
+		succ, _ := rollout.LookupString(last.Payload, "successor_rollout_id")
+		return nil, fmt.Errorf("%w: rollout %s was replaced by %s (a revert); write the thread's current rollout", ErrSealed, rolloutID, succ)
 	}
 	if tail.Epoch > lease.Epoch() {
 		return nil, &FencedError{Rollout: rolloutID, Ordinal: tail.Ordinal + 1, Seq: tail.Seq, StoredEpoch: tail.Epoch, Epoch: lease.Epoch()}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/logbook-agents/logbook/internal/dedupe"
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
@@ -58,6 +59,7 @@ type Problem struct {
 type Corpus struct {
 	Rollouts map[string]*Rollout
 	Problems []Problem
+	origins  map[string][]dedupe.Origin // viewOrigins cache
 }
 
 // NewCorpus returns an empty corpus.
@@ -193,38 +195,86 @@ func readRollout(log rollout.Log) (*Rollout, error) {
 	return r, nil
 }
 
-// leaf is a piece of a thread's view: a byte range of one rollout's file,
-// at a virtual offset in the view.
-type leaf struct {
-	rollout    string
-	start, end int64 // virtual; end -1 for the open last leaf
+// Leaf is a piece of a view: a byte range of one rollout's file, at a
+// virtual offset in the view.
+type Leaf struct {
+	Rollout    string
+	Start, End int64 // virtual; End -1 for the open last leaf
+	From       int64 // the file offset the range starts at
 }
 
 // View returns the log a rollout is read as: itself, or — when it has a
 // history_base — its session_meta, the frozen prefix of the base's view, then
 // its own records. The leaves say which rollout each byte range comes from.
-func (c *Corpus) View(id string) (rollout.Log, []leaf, error) {
+func (c *Corpus) View(id string) (rollout.Log, []Leaf, error) {
 	segs, leaves, err := c.segments(id, -1, 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	r := c.Rollouts[id]
 	if len(segs) == 1 && segs[0].From == 0 && segs[0].To < 0 {
-		return r.Log, leaves, nil
+		return r.Log, []Leaf{{Rollout: id, End: -1}}, nil
 	}
 	j, err := rollout.NewJoined(r.Log.Name(), segs...)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]leaf, len(leaves))
+	out := make([]Leaf, len(leaves))
 	for i, v := range j.Segments() {
-		out[i] = leaf{rollout: leaves[i].rollout, start: v[0], end: v[1]}
+		out[i] = Leaf{Rollout: leaves[i].Rollout, Start: v[0], End: v[1], From: segs[i].From}
 	}
 	return j, out, nil
 }
 
+// Locate says where a position of a rollout's view (the offset of a record,
+// or the view's end) lies: the rollout it falls in, the ordinal of the record
+// there (one past the last for the end), and its offset in that rollout's
+// file. A history_base made of it reproduces the view's prefix.
+func (c *Corpus) Locate(id string, viewOff int64) (string, int64, int64, error) {
+	view, leaves, err := c.View(id)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	cur, err := view.Forward(0)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	defer cur.Close()
+	li := 0
+	var last rollout.Entry
+	for {
+		e, err := cur.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var ce *rollout.CorruptionError
+		if errors.As(err, &ce) {
+			continue
+		}
+		if err != nil {
+			return "", 0, 0, err
+		}
+		for li+1 < len(leaves) && e.Offset >= leaves[li+1].Start {
+			li++
+		}
+		if e.Offset == viewOff {
+			l := leaves[li]
+			return l.Rollout, e.Ordinal, l.From + e.Offset - l.Start, nil
+		}
+		if e.Offset > viewOff {
+			return "", 0, 0, fmt.Errorf("rollout %s: view offset %d is not a record start", id, viewOff)
+		}
+		last = e
+	}
+	if last.Size == 0 || last.End() != viewOff {
+		return "", 0, 0, fmt.Errorf("rollout %s: view offset %d is beyond the view", id, viewOff)
+	}
+	l := leaves[li]
+	return l.Rollout, last.Ordinal + 1, l.From + last.End() - l.Start, nil
+}
+
 // segments flattens a rollout's view up to its own file offset limit (-1: all).
-func (c *Corpus) segments(id string, limit int64, depth int) ([]rollout.Segment, []leaf, error) {
+func (c *Corpus) segments(id string, limit int64, depth int) ([]rollout.Segment, []Leaf, error) {
 	r, ok := c.Rollouts[id]
 	if !ok {
 		return nil, nil, fmt.Errorf("rollout %s is not here", id)
@@ -234,17 +284,17 @@ func (c *Corpus) segments(id string, limit int64, depth int) ([]rollout.Segment,
 	}
 	b := r.Meta.HistoryBase
 	if b == nil {
-		return []rollout.Segment{{Log: r.Log, From: 0, To: limit}}, []leaf{{rollout: id}}, nil
+		return []rollout.Segment{{Log: r.Log, From: 0, To: limit}}, []Leaf{{Rollout: id}}, nil
 	}
 	base, baseLeaves, err := c.segments(b.RolloutID, b.EndByteOffset, depth+1)
 	if err != nil {
 		return nil, nil, fmt.Errorf("rollout %s history_base: %w", id, err)
 	}
 	segs := append([]rollout.Segment{{Log: r.Log, From: 0, To: r.metaEnd}}, base...)
-	leaves := append([]leaf{{rollout: id}}, baseLeaves...)
+	leaves := append([]Leaf{{Rollout: id}}, baseLeaves...)
 	if limit < 0 || limit > r.metaEnd {
 		segs = append(segs, rollout.Segment{Log: r.Log, From: r.metaEnd, To: limit})
-		leaves = append(leaves, leaf{rollout: id})
+		leaves = append(leaves, Leaf{Rollout: id})
 	}
 	return segs, leaves, nil
 }

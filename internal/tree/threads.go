@@ -1,7 +1,9 @@
 package tree
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"sort"
 
 	"github.com/logbook-agents/logbook/internal/dedupe"
@@ -116,10 +118,10 @@ func (t *Thread) walk(c *Corpus) {
 	}
 	li := 0
 	st, err := replay.Walk(view, replay.Options{Salvage: true}, func(e rollout.Entry, in bool) {
-		for li+1 < len(leaves) && e.Offset >= leaves[li+1].start {
+		for li+1 < len(leaves) && e.Offset >= leaves[li+1].Start {
 			li++
 		}
-		id := leaves[li].rollout
+		id := leaves[li].Rollout
 		if !mine[id] {
 			return // a prefix another thread owns (a reference fork's parent)
 		}
@@ -172,7 +174,8 @@ func (c *Corpus) Ledger(threads map[string]*Thread) *dedupe.Ledger {
 	return l
 }
 
-// origin follows fork copies back to where a record was first written.
+// origin follows fork copies back to where a record was first written: a
+// copy's records 2 .. end-1 are the first records of its source's view.
 func (c *Corpus) origin(r *Rollout, ord int64) (dedupe.Origin, bool) {
 	copied := false
 	for depth := 0; depth < 64; depth++ {
@@ -181,14 +184,60 @@ func (c *Corpus) origin(r *Rollout, ord int64) (dedupe.Origin, bool) {
 			return dedupe.Origin{Rollout: r.ID, Ordinal: ord}, copied
 		}
 		copied = true
-		src, ok := c.Rollouts[fc.RolloutID]
-		ord--
-		if !ok {
-			return dedupe.Origin{Rollout: fc.RolloutID, Ordinal: ord}, copied
+		origins := c.viewOrigins(fc.RolloutID)
+		i := int(ord - 2)
+		if i >= len(origins) {
+			return dedupe.Origin{Rollout: fc.RolloutID, Ordinal: ord - 1}, copied
 		}
-		r = src
+		o := origins[i]
+		src, ok := c.Rollouts[o.Rollout]
+		if !ok {
+			return o, copied
+		}
+		r, ord = src, o.Ordinal
 	}
 	return dedupe.Origin{Rollout: r.ID, Ordinal: ord}, copied
+}
+
+// viewOrigins lists, for each record of a rollout's view, the rollout and
+// ordinal it is read from (cached).
+func (c *Corpus) viewOrigins(id string) []dedupe.Origin {
+	if o, ok := c.origins[id]; ok {
+		return o
+	}
+	if c.origins == nil {
+		c.origins = map[string][]dedupe.Origin{}
+	}
+	var out []dedupe.Origin
+	if view, leaves, err := c.View(id); err == nil {
+		if cur, err := view.Forward(0); err == nil {
+			li := 0
+			for {
+				e, err := cur.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				var ce *rollout.CorruptionError
+				if errors.As(err, &ce) {
+					continue
+				}
+				if err != nil {
+					break
+				}
+				for li+1 < len(leaves) && e.Offset >= leaves[li+1].Start {
+					li++
+				}
+				ord := e.Ordinal
+				if ord == 0 {
+					ord = int64(e.Line)
+				}
+				out = append(out, dedupe.Origin{Rollout: leaves[li].Rollout, Ordinal: ord})
+			}
+			cur.Close()
+		}
+	}
+	c.origins[id] = out
+	return out
 }
 
 func (c *Corpus) threadOf(rolloutID, fallback string) string {

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/logbook-agents/logbook/internal/stream"
+	"github.com/logbook-agents/logbook/internal/stream/serve"
+)
+
+// busFlags say how a writing command reaches the bus: --nats URL, else the
+// URL a serving coordinator wrote to DATA/nats.url.
+type busFlags struct {
+	data    string
+	natsURL string
+	timeout time.Duration
+}
+
+func (f *busFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.data, "data", "", "the data dir of the serving coordinator (`DIR`; its nats.url names the bus); default $LOGBOOK_DATA, else ~/.logbook")
+	cmd.Flags().StringVar(&f.natsURL, "nats", "", "connect to this NATS `URL` instead of the data dir's nats.url")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up after this long")
+}
+
+// dataDir is --data or the default.
+func (f *busFlags) dataDir() (string, error) {
+	if f.data != "" {
+		return f.data, nil
+	}
+	return defaultDataDir()
+}
+
+// connect opens the bus; the returned function closes it.
+func (f *busFlags) connect(ctx context.Context) (*stream.Bus, func(), error) {
+	url := f.natsURL
+	if url == "" {
+		dir, err := f.dataDir()
+		if err != nil {
+			return nil, nil, err
+		}
+		b, err := os.ReadFile(filepath.Join(dir, serve.URLFile))
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("%s has no %s: is a coordinator serving it? (start one: coordinator serve --data %s; or give --nats URL)", dir, serve.URLFile, dir)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		url = strings.TrimSpace(string(b))
+	}
+	nc, err := nats.Connect(url, nats.Name("coordinator cli"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot reach the bus at %s: %w (is the coordinator running?)", url, err)
+	}
+	bus, err := stream.Open(ctx, nc, stream.Options{})
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return bus, func() { nc.Drain() }, nil
+}
+
+// holder names this process in leases: user@host/pid.
+func holder(role string) string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%s@%s/%d", role, name, host, os.Getpid())
+}

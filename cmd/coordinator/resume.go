@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/logbook-agents/logbook/internal/dedupe"
+	"github.com/logbook-agents/logbook/internal/reconcile"
+	"github.com/logbook-agents/logbook/internal/rollout"
+	"github.com/logbook-agents/logbook/internal/stream"
+	"github.com/logbook-agents/logbook/internal/tree"
+	"github.com/logbook-agents/logbook/internal/tree/ops"
+)
+
+func newResumeCmd() *cobra.Command {
+	var bf busFlags
+	var retry, asJSON bool
+	var model string
+	cmd := &cobra.Command{
+		Use:   "resume THREAD",
+		Short: "Prepare a crashed thread to continue, without re-running anything",
+		Long: `resume rebuilds THREAD from its rollout and records what is known about
+what was in flight when it stopped. It never re-executes a call or re-sends a
+message on its own.
+
+It only runs once the thread's lease has expired (the old writer is gone),
+then:
+  - a turn that started and never ended becomes turn_aborted{stale_after_crash};
+  - every call with no recorded result is listed as unknown (not failed, not
+    pending: its effect may have happened);
+  - calls with an idempotency key are put to a person on this terminal (when
+    stdin is not a terminal, nobody is asked and they stay unknown);
+  - each send with no receipt is looked up: still on the MAIL stream means
+    published; absent from MAIL and never received means never published;
+  - every answer is recorded as reconciled{..., outcome, evidence, by}.
+
+--retry-proven-not-executed re-sends, under their original msg_id, only the
+messages proven never published. Calls proven not executed are recorded as
+such; the agent may then run them again (the coordinator runs no tools).
+
+Needs a serving coordinator (the bus). Exit status: 0 when resumed, 1 on an
+error (the lease is still held: the old writer may be alive), 2 for a usage
+error.`,
+		Example: `  coordinator resume 01JD7...
+  coordinator resume 01JD7... --retry-proven-not-executed --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), bf.timeout)
+			defer cancel()
+			bus, closeBus, err := bf.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeBus()
+			thread := args[0]
+			in := cmd.InOrStdin()
+			interactive := false
+			if f, ok := in.(*os.File); ok {
+				interactive = term.IsTerminal(int(f.Fd()))
+			}
+			opt := reconcile.ResumeOptions{
+				Holder:                 holder("resume"),
+				Prober:                 &reconcile.Terminal{In: in, Out: cmd.ErrOrStderr(), Interactive: interactive, Who: userName()},
+				RetryProvenNotExecuted: retry,
+				Model:                  model,
+				Deliveries: func(ctx context.Context) ([]dedupe.Delivery, error) {
+					return deliveriesFor(ctx, bus, &bf, thread)
+				},
+			}
+			rep, err := reconcile.Resume(ctx, bus, thread, opt)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), rep)
+			}
+			renderResume(cmd.OutOrStdout(), rep)
+			return nil
+		},
+	}
+	bf.register(cmd)
+	cmd.Flags().BoolVar(&retry, "retry-proven-not-executed", false, "re-send the messages proven never published (same msg_id); nothing else")
+	cmd.Flags().StringVar(&model, "model", "", "the model the resumed session will use (warns when it differs)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+// deliveriesFor is the ledger a resume needs: the mirror's, when this data
+// dir has one (its lag is covered by checking receipts on the bus), else the
+// thread's own rollouts from the bus.
+func deliveriesFor(ctx context.Context, bus *stream.Bus, bf *busFlags, thread string) ([]dedupe.Delivery, error) {
+	var c *tree.Corpus
+	if dir, err := bf.dataDir(); err == nil {
+		if st, err := os.Stat(filepath.Join(dir, "rollouts")); err == nil && st.IsDir() {
+			if c, err = tree.LoadDir(filepath.Join(dir, "rollouts")); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if c == nil {
+		var err error
+		if c, err = ops.CorpusFromBus(ctx, bus, thread); err != nil {
+			return nil, err
+		}
+	}
+	return tree.Build(c, tree.Options{}).Deliveries, nil
+}
+
+func userName() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "unknown"
+}
+
+func renderResume(w io.Writer, rep *reconcile.ResumeReport) {
+	fmt.Fprintf(w, "Resumed thread %s (rollout %s).\n", rep.Thread, rep.Rollout)
+	if rep.Aborted != "" {
+		fmt.Fprintf(w, "Turn %s had started and never ended: recorded as turn_aborted{stale_after_crash}.\n", rep.Aborted)
+	}
+	if n := len(rep.Plan.Unknown); n > 0 {
+		fmt.Fprintf(w, "\nCalls with no recorded result (%d): unknown — not failed, not pending; never retried here.\n", n)
+		tw := newTable(w)
+		fmt.Fprintln(tw, "  CALL\tNAME\tIDEMPOTENCY KEY\tTURN")
+		for _, c := range rep.Plan.Unknown {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", c.CallID, c.Name, orDash(c.IdempotencyKey), orDash(c.TurnID))
+		}
+		tw.Flush()
+	}
+	if len(rep.Findings) > 0 {
+		fmt.Fprintf(w, "\nRecorded as reconciled:\n")
+		tw := newTable(w)
+		fmt.Fprintln(tw, "  WHAT\tOUTCOME\tBY\tEVIDENCE")
+		for _, f := range rep.Findings {
+			what := "call " + f.Question.CallID
+			if f.Question.MsgID != "" {
+				what = "message " + f.Question.MsgID + " to " + f.Question.To
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", what, f.Answer.Outcome, f.Answer.By, f.Answer.Evidence)
+		}
+		tw.Flush()
+	}
+	for _, m := range rep.Resent {
+		fmt.Fprintf(w, "Re-sent %s under its original msg_id (proven never published).\n", m)
+	}
+	fmt.Fprintln(w)
+	summarize(w, rep.State)
+	for _, warn := range rep.State.Warnings {
+		fmt.Fprintf(w, "warning %s: %s\n", warn.Code, warn.Message)
+	}
+}
+
+func newReconcileCmd() *cobra.Command {
+	var bf busFlags
+	var rec rollout.Reconciled
+	cmd := &cobra.Command{
+		Use:   "reconcile THREAD (--call ID | --msg ID) --outcome OUTCOME --evidence TEXT",
+		Short: "Record what a person found out about a call or a message",
+		Long: `reconcile appends reconciled{call_id|msg_id, outcome, evidence, by} to an
+idle THREAD: what you checked in the outside world about a call whose result
+was never logged, or a message whose delivery is in doubt.
+
+OUTCOME is executed, not_executed, duplicate or unknown. A call reconciled as
+anything but unknown is no longer dangling; unknown is kept for the record and
+the call stays dangling.
+
+Needs a serving coordinator (the bus) and an idle thread (its lease free).
+Exit status: 0 when recorded, 1 on an error, 2 for a usage error.`,
+		Example: `  coordinator reconcile 01JD7... --call call_Ab12 --outcome executed --evidence "release 1.4.2 is live on staging"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (rec.CallID == "") == (rec.MsgID == "") {
+				return errors.New("give exactly one of --call ID or --msg ID")
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), bf.timeout)
+			defer cancel()
+			bus, closeBus, err := bf.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer closeBus()
+			if rec.By == "" {
+				rec.By = "person:" + userName()
+			}
+			ord, err := reconcile.Note(ctx, bus, args[0], holder("reconcile"), rec)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Recorded at ordinal %d of thread %s: %s, by %s.\n", ord, args[0], rec.Outcome, rec.By)
+			return nil
+		},
+	}
+	bf.register(cmd)
+	cmd.Flags().StringVar(&rec.CallID, "call", "", "the call's `ID`")
+	cmd.Flags().StringVar(&rec.MsgID, "msg", "", "the message's msg_id")
+	cmd.Flags().StringVar(&rec.Outcome, "outcome", "", "executed, not_executed, duplicate or unknown (required)")
+	cmd.Flags().StringVar(&rec.Evidence, "evidence", "", "what you checked (required)")
+	cmd.Flags().StringVar(&rec.By, "by", "", "who checked (default person:$USER)")
+	cmd.MarkFlagRequired("outcome")  //nolint:errcheck // the flag exists
+	cmd.MarkFlagRequired("evidence") //nolint:errcheck // the flag exists
+	return cmd
+}

@@ -1,0 +1,94 @@
+package dedupe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/logbook-agents/logbook/internal/rollout"
+	"github.com/logbook-agents/logbook/internal/stream"
+)
+
+// NewMsgID returns a new msg_id: a ULID.
+func NewMsgID() string { return ulid.Make().String() }
+
+// SendMail logs a cross-thread message in the sender's rollout, flushes it (a
+// send that is published must be in the log), then publishes it to
+// mail.<to> with Nats-Msg-Id = msg_id. If the process dies between the two,
+// the log shows a send with no receipt: unconfirmed, and a resume finds out
+// from MAIL whether it was published. It returns the logged payload, which a
+// re-send publishes again under the same msg_id.
+func SendMail(ctx context.Context, w *stream.Writer, bus *stream.Bus, from string, m rollout.InterAgentSent) ([]byte, error) {
+	m.Type = rollout.EventInterAgentSent
+	if m.MsgID == "" {
+		m.MsgID = NewMsgID()
+	}
+	payload := rollout.MustJSON(m)
+	if _, err := w.Append(ctx, rollout.Record{Timestamp: stamp(), Type: rollout.TypeEventMsg, Payload: payload}); err != nil {
+		return nil, fmt.Errorf("dedupe: log send %s: %w", m.MsgID, err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		return nil, fmt.Errorf("dedupe: flush send %s: %w", m.MsgID, err)
+	}
+	if _, _, err := bus.PublishMail(ctx, from, m.ToThread, m.MsgID, payload); err != nil {
+		return payload, err
+	}
+	return payload, nil
+}
+
+// ResendMail publishes a logged send again under its msg_id (never a new one).
+func ResendMail(ctx context.Context, bus *stream.Bus, from string, payload []byte) error {
+	var m rollout.InterAgentSent
+	if err := json.Unmarshal(payload, &m); err != nil || m.MsgID == "" {
+		return fmt.Errorf("dedupe: resend: not an inter_agent_sent payload")
+	}
+	_, _, err := bus.PublishMail(ctx, from, m.ToThread, m.MsgID, payload)
+	return err
+}
+
+// ErrBadMail is returned (joined) for a mail message whose payload is not a
+// send: it is acknowledged, so it cannot block the mailbox, and not logged.
+var ErrBadMail = errors.New("dedupe: mail payload is not an inter_agent_sent")
+
+// ReceiveMail takes up to n messages from a thread's mailbox; for each it logs
+// inter_agent_received, flushes, and only then acknowledges the message. A
+// crash before the flush redelivers the message (logged again: the ledger
+// calls that possibly_duplicated); a crash after it and before the ack
+// redelivers it too: the ledger counts receipts per msg_id.
+func ReceiveMail(ctx context.Context, w *stream.Writer, mb *stream.Mailbox, n int, wait time.Duration) ([]rollout.InterAgentReceived, error) {
+	mails, err := mb.Fetch(ctx, n, wait)
+	if err != nil {
+		return nil, err
+	}
+	var got []rollout.InterAgentReceived
+	var bad []error
+	for _, mail := range mails {
+		var s rollout.InterAgentSent
+		if json.Unmarshal(mail.Payload, &s) != nil || s.MsgID == "" || s.MsgID != mail.MsgID {
+			bad = append(bad, fmt.Errorf("%w: msg id %q from %q", ErrBadMail, mail.MsgID, mail.From))
+			if err := mail.Ack(ctx); err != nil {
+				return got, err
+			}
+			continue
+		}
+		r := rollout.InterAgentReceived{Type: rollout.EventInterAgentReceived, MsgID: s.MsgID, IdempotencyKey: s.IdempotencyKey,
+			FromThread: mail.From, Kind: s.Kind, InReplyTo: s.InReplyTo}
+		if _, err := w.Append(ctx, rollout.Record{Timestamp: stamp(), Type: rollout.TypeEventMsg, Payload: rollout.MustJSON(r)}); err != nil {
+			return got, fmt.Errorf("dedupe: log receipt %s: %w", s.MsgID, err)
+		}
+		if err := w.Flush(ctx); err != nil {
+			return got, fmt.Errorf("dedupe: flush receipt %s: %w", s.MsgID, err)
+		}
+		if err := mail.Ack(ctx); err != nil {
+			return got, fmt.Errorf("dedupe: ack %s: %w", s.MsgID, err)
+		}
+		got = append(got, r)
+	}
+	return got, errors.Join(bad...)
+}
+
+func stamp() string { return time.Now().UTC().Format(rollout.TimeLayout) }

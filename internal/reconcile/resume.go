@@ -1,0 +1,238 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/logbook-agents/logbook/internal/dedupe"
+	"github.com/logbook-agents/logbook/internal/replay"
+	"github.com/logbook-agents/logbook/internal/rollout"
+	"github.com/logbook-agents/logbook/internal/stream"
+	"github.com/logbook-agents/logbook/internal/tree/ops"
+)
+
+// ErrActive is returned when the thread's lease is still held: a resume
+// waits for the old writer's lease to expire, so it never races a live one.
+var ErrActive = errors.New("reconcile: the thread's lease is held: resume only after it expires (the old writer may still be running)")
+
+// ResumeOptions tune Resume.
+type ResumeOptions struct {
+	Holder string // lease holder name
+	Prober Prober // asked about keyed calls; nil: nobody is asked (all stay unknown)
+	// RetryProvenNotExecuted re-sends the messages the MAIL search proved
+	// were never published, under their original msg_id. Nothing else is
+	// ever re-sent or re-executed.
+	RetryProvenNotExecuted bool
+	Model                  string // the model the resumed session will use (warns on a change)
+	// Deliveries returns the ledger's deliveries (nil: sends are not looked at).
+	Deliveries func(ctx context.Context) ([]dedupe.Delivery, error)
+}
+
+// ResumeReport is what a resume found and wrote.
+type ResumeReport struct {
+	Thread, Rollout string
+	Plan            *Plan
+	Aborted         string // the stale turn aborted, if any
+	Findings        []Finding
+	Resent          []string // msg_ids re-sent
+	State           *replay.State
+}
+
+// Resume prepares a crashed thread to continue: it takes the thread's lease
+// (refused while the old one lives), replays, appends
+// turn_aborted{stale_after_crash} for a stale turn, asks about keyed calls and
+// unreceived sends and records the answers as reconciled, and re-sends only
+// what was proven never published, when asked to.
+func Resume(ctx context.Context, bus *stream.Bus, thread string, opt ResumeOptions) (*ResumeReport, error) {
+	lease, err := bus.TakeLease(ctx, thread, stream.LeaseOptions{Holder: opt.Holder})
+	var held *stream.LeaseHeldError
+	if errors.As(err, &held) {
+		return nil, fmt.Errorf("%w: %w", ErrActive, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+	src, err := ops.Load(ctx, bus, thread)
+	if err != nil {
+		return nil, err
+	}
+	st, err := replay.Fast(src.View, replay.Options{Model: opt.Model})
+	if err != nil {
+		return nil, err
+	}
+	var deliveries []dedupe.Delivery
+	if opt.Deliveries != nil {
+		if deliveries, err = opt.Deliveries(ctx); err != nil {
+			return nil, err
+		}
+	}
+	plan, err := Decide(thread, st, deliveries)
+	if err != nil {
+		return nil, err
+	}
+	rep := &ResumeReport{Thread: thread, Rollout: src.Current, Plan: plan}
+	pr := opt.Prober
+	if pr == nil {
+		pr = noProber{}
+	}
+	if rep.Findings, err = plan.Probe(ctx, pr, busMail{bus}); err != nil {
+		return nil, err
+	}
+
+	w, err := bus.OpenWriter(ctx, lease, src.Current, stream.WriterOptions{})
+	if err != nil {
+		return nil, err
+	}
+	b := rollout.Builder{Next: w.Next()}
+	var recs []rollout.Record
+	if plan.StaleTurn != nil {
+		recs = append(recs, b.TurnAborted(plan.StaleTurn.TurnID, rollout.AbortStaleAfterCrash))
+		rep.Aborted = plan.StaleTurn.TurnID
+	}
+	for _, f := range rep.Findings {
+		recs = append(recs, b.Event(f.Record()))
+	}
+	for _, r := range recs {
+		if _, err := w.Append(ctx, r); err != nil {
+			w.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		return nil, err
+	}
+	if opt.RetryProvenNotExecuted {
+		for _, f := range rep.Findings {
+			if f.Question.MsgID == "" || f.Answer.Outcome != rollout.OutcomeNotExecuted || f.Answer.By != "probe:mail" {
+				continue
+			}
+			payload, err := sentPayload(src.View, f.Question.MsgID)
+			if err != nil {
+				return rep, err
+			}
+			if err := dedupe.ResendMail(ctx, bus, thread, payload); err != nil {
+				return rep, fmt.Errorf("reconcile: re-send %s: %w", f.Question.MsgID, err)
+			}
+			rep.Resent = append(rep.Resent, f.Question.MsgID)
+		}
+	}
+	after, err := ops.Load(ctx, bus, thread)
+	if err != nil {
+		return rep, err
+	}
+	rep.State, err = replay.Fast(after.View, replay.Options{Model: opt.Model})
+	return rep, err
+}
+
+// noProber answers unknown: nobody was asked.
+type noProber struct{}
+
+func (noProber) Probe(context.Context, Question) (Answer, error) {
+	return Answer{Outcome: rollout.OutcomeUnknown, Evidence: "no prober was configured", By: "probe:none"}, nil
+}
+
+// busMail looks sends up on the bus.
+type busMail struct{ bus *stream.Bus }
+
+func (m busMail) Pending(ctx context.Context, to, msgID string) (bool, error) {
+	return m.bus.MailPending(ctx, to, msgID)
+}
+
+// Received reads the receiver's current view from the bus for a receipt.
+func (m busMail) Received(ctx context.Context, to, msgID string) (bool, error) {
+	src, err := ops.Load(ctx, m.bus, to)
+	if errors.Is(err, ops.ErrNoThread) {
+		return false, nil // the receiver never wrote a line
+	}
+	if err != nil {
+		return false, err
+	}
+	found := false
+	err = eachEvent(src.View, rollout.EventInterAgentReceived, func(r *rollout.Record) bool {
+		id, _ := rollout.LookupString(r.Payload, "msg_id")
+		found = id == msgID
+		return !found
+	})
+	return found, err
+}
+
+// sentPayload finds the logged payload of a send.
+func sentPayload(view rollout.Log, msgID string) ([]byte, error) {
+	var payload []byte
+	err := eachEvent(view, rollout.EventInterAgentSent, func(r *rollout.Record) bool {
+		if id, _ := rollout.LookupString(r.Payload, "msg_id"); id == msgID {
+			payload = r.Payload
+		}
+		return true
+	})
+	if err == nil && payload == nil {
+		err = fmt.Errorf("reconcile: no inter_agent_sent %s in the thread's log", msgID)
+	}
+	return payload, err
+}
+
+func eachEvent(view rollout.Log, kind string, fn func(*rollout.Record) bool) error {
+	cur, err := view.Forward(0)
+	if err != nil {
+		return err
+	}
+	defer cur.Close()
+	for {
+		e, err := cur.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		var ce *rollout.CorruptionError
+		if errors.As(err, &ce) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if e.Type == rollout.TypeEventMsg && e.EventKind() == kind && !fn(&e.Record) {
+			return nil
+		}
+	}
+}
+
+// Note records what a person found out about a call or a message of an idle
+// thread: a reconciled event, under the thread's lease.
+func Note(ctx context.Context, bus *stream.Bus, thread, holder string, rec rollout.Reconciled) (int64, error) {
+	if (rec.CallID == "") == (rec.MsgID == "") {
+		return 0, errors.New("reconcile: name exactly one call or message")
+	}
+	if !ValidOutcome(rec.Outcome) {
+		return 0, fmt.Errorf("reconcile: outcome %q: want executed, not_executed, duplicate or unknown", rec.Outcome)
+	}
+	if rec.Evidence == "" {
+		return 0, errors.New("reconcile: say what you checked (evidence)")
+	}
+	rec.Type = rollout.EventReconciled
+	lease, err := bus.TakeLease(ctx, thread, stream.LeaseOptions{Holder: holder})
+	var held *stream.LeaseHeldError
+	if errors.As(err, &held) {
+		return 0, fmt.Errorf("%w: %w", ErrActive, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+	src, err := ops.Load(ctx, bus, thread)
+	if err != nil {
+		return 0, err
+	}
+	w, err := bus.OpenWriter(ctx, lease, src.Current, stream.WriterOptions{})
+	if err != nil {
+		return 0, err
+	}
+	b := rollout.Builder{Next: w.Next()}
+	ord, err := w.Append(ctx, b.Event(rec))
+	if err != nil {
+		w.Close(context.WithoutCancel(ctx))
+		return 0, err
+	}
+	return ord, w.Close(ctx)
+}

@@ -1,0 +1,37 @@
+// Package ops changes lineage on the bus: fork, rollback, revert, the
+// start-up roll-forward of reverts, garbage collection of unreferenced old
+// rollouts, and import of rollout files. It reads sources from the bus (the
+// authority; the mirror may lag) and writes through internal/stream.
+//
+// None of these operations touches the outside world. Rolling a conversation
+// back, reverting it or forking it changes which history a thread's next
+// session sees; files, deployments, sent requests and every other outside
+// effect are NOT undone, and every operation's report says so.
+//
+// # Fork
+//
+// A fork creates a new thread from a frozen position of another: a turn
+// boundary of a turn in effect (before a turn, after a turn, or the latest
+// durable state). By copy, the child's rollout holds its own session_meta
+// (forked_from_id, fork_copy) and then the prefix of the source's view,
+// payload bytes unchanged, under its own ordinals. By reference, the child
+// holds its session_meta with history_base naming the rollout and position
+// the prefix ends at (the base rollout the position falls in, when the
+// source's view is itself joined), and reading it joins that frozen prefix
+// with its own suffix. A position inside an active turn (started, no
+// terminal event) gives the child a synthesized turn_aborted{interrupted}.
+//
+// # Rollback and revert
+//
+// Rollback (legacy threads, idle only: its lease must be free) appends
+// thread_rolled_back{N} to the current rollout under the thread's lease and
+// replays. A paginated thread refuses it and points to revert.
+//
+// Revert (paginated threads) writes a new rollout of the same thread whose
+// history_base ends before the target turn, then appends
+// rollout_sealed{successor} to the old rollout fenced by the tail it read
+// (a concurrent append makes the seal fail and the revert abort; a seal that
+// lands makes the concurrent writer's next publish fail), and only then
+// switches THREADS by compare-and-swap. A sealed rollout whose pointer was
+// not switched (a crash in between) is rolled forward at start-up.
+package ops

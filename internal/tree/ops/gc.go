@@ -1,0 +1,238 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/logbook-agents/logbook/internal/rollout"
+	"github.com/logbook-agents/logbook/internal/stream"
+)
+
+// GCRollout is a rollout gc looked at.
+type GCRollout struct {
+	ID     string `json:"rollout_id"`
+	Thread string `json:"thread_id"`
+	Reason string `json:"reason"` // why it goes, or why it stays
+}
+
+// GCResult lists what gc removed (or, in a dry run, would remove) and what
+// it kept that a careless gc might have taken.
+type GCResult struct {
+	Removed []GCRollout `json:"removed"`
+	Kept    []GCRollout `json:"kept"`
+	DryRun  bool        `json:"dry_run"`
+}
+
+// rolloutFacts is what gc knows of one rollout, from the bus or the mirror.
+type rolloutFacts struct {
+	thread     string
+	sealed     bool
+	references []string // rollouts its history_base or fork_copy names
+	onBus      bool
+	files      []string
+}
+
+// GC removes old rollouts nothing refers to: sealed ones (replaced by a
+// revert) and abandoned revert attempts (their thread points elsewhere), when
+// no rollout's history_base or fork_copy names them. References are checked
+// against JetStream and the mirror files, never the (lagging) index. A
+// removed rollout is purged from the bus and its mirror files deleted.
+func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*GCResult, error) {
+	facts := map[string]*rolloutFacts{}
+	get := func(id string) *rolloutFacts {
+		if facts[id] == nil {
+			facts[id] = &rolloutFacts{}
+		}
+		return facts[id]
+	}
+	s, err := bus.JetStream().Stream(ctx, stream.StreamRollouts)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(stream.RolloutSubject(">")))
+	if err != nil {
+		return nil, err
+	}
+	for subj := range info.State.Subjects {
+		id := strings.TrimPrefix(subj, stream.RolloutSubject(""))
+		f := get(id)
+		f.onBus = true
+		meta, err := firstMeta(ctx, bus, id)
+		if err != nil {
+			return nil, fmt.Errorf("ops: gc: rollout %s on the bus: %w", id, err)
+		}
+		f.thread, f.references = meta.ID, references(meta)
+		last, _, err := bus.LastRecord(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		f.sealed = last.Type == rollout.TypeEventMsg && last.EventKind() == rollout.EventRolloutSealed
+	}
+	if mirrorDir != "" {
+		if err := mirrorFacts(mirrorDir, get); err != nil {
+			return nil, err
+		}
+	}
+	referenced := map[string]string{}
+	for id, f := range facts {
+		for _, r := range f.references {
+			referenced[r] = id
+		}
+	}
+	pointers := map[string]string{}
+	keys, err := bus.Threads().ListKeys(ctx)
+	if err == nil {
+		for k := range keys.Keys() {
+			if e, err := bus.Threads().Get(ctx, k); err == nil {
+				pointers[k] = string(e.Value())
+			}
+		}
+	}
+	res := &GCResult{DryRun: dryRun}
+	ids := make([]string, 0, len(facts))
+	for id := range facts {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		f := facts[id]
+		cur, hasPointer := pointers[f.thread]
+		switch {
+		case referenced[id] != "" && (f.sealed || hasPointer && cur != id):
+			res.Kept = append(res.Kept, GCRollout{id, f.thread, "old, but rollout " + referenced[id] + " references it"})
+		case referenced[id] != "":
+		case f.sealed:
+			res.Removed = append(res.Removed, GCRollout{id, f.thread, "sealed (replaced by a revert), referenced by nothing"})
+		case hasPointer && cur != id && f.thread != "":
+			res.Removed = append(res.Removed, GCRollout{id, f.thread, "not the current rollout of " + f.thread + " (an abandoned revert), referenced by nothing"})
+		}
+	}
+	if dryRun {
+		return res, nil
+	}
+	for _, r := range res.Removed {
+		f := facts[r.ID]
+		if f.onBus {
+			if err := s.Purge(ctx, jetstream.WithPurgeSubject(stream.RolloutSubject(r.ID))); err != nil {
+				return res, fmt.Errorf("ops: gc: purge rollout %s: %w", r.ID, err)
+			}
+		}
+		for _, p := range f.files {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return res, fmt.Errorf("ops: gc: %w", err)
+			}
+		}
+	}
+	return res, nil
+}
+
+func references(m rollout.SessionMeta) []string {
+	var out []string
+	if m.HistoryBase != nil {
+		out = append(out, m.HistoryBase.RolloutID)
+	}
+	if m.ForkCopy != nil {
+		out = append(out, m.ForkCopy.RolloutID)
+	}
+	return out
+}
+
+// firstMeta reads a rollout's canonical session_meta from the bus.
+func firstMeta(ctx context.Context, bus *stream.Bus, id string) (rollout.SessionMeta, error) {
+	r, err := bus.ReadRollout(ctx, id, 1)
+	if err != nil {
+		return rollout.SessionMeta{}, err
+	}
+	defer r.Close()
+	for {
+		e, err := r.Next(ctx)
+		if err != nil {
+			return rollout.SessionMeta{}, err
+		}
+		if e.Record.Type == rollout.TypeSessionMeta {
+			return rollout.Decode[rollout.SessionMeta](&e.Record)
+		}
+	}
+}
+
+// mirrorFacts adds what the mirror's files say.
+func mirrorFacts(dir string, get func(string) *rolloutFacts) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, de := range ents {
+		name := de.Name()
+		id := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, ".broken"), rollout.ZstExt), ".jsonl")
+		if id == name || rollout.ValidateID("rollout id", id) != nil {
+			continue
+		}
+		f := get(id)
+		path := filepath.Join(dir, name)
+		f.files = append(f.files, path)
+		if strings.HasSuffix(name, ".broken") {
+			continue
+		}
+		log, err := rollout.OpenFile(path)
+		if err != nil {
+			continue
+		}
+		if m, sealed, err := fileFacts(log); err == nil {
+			if f.thread == "" {
+				f.thread = m.ID
+			}
+			f.references = append(f.references, references(m)...)
+			f.sealed = f.sealed || sealed
+		}
+	}
+	return nil
+}
+
+func fileFacts(log rollout.Log) (rollout.SessionMeta, bool, error) {
+	var meta rollout.SessionMeta
+	cur, err := log.Forward(0)
+	if err != nil {
+		return meta, false, err
+	}
+	found := false
+	for !found {
+		e, err := cur.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			continue
+		}
+		if e.Type == rollout.TypeSessionMeta {
+			meta, err = rollout.Decode[rollout.SessionMeta](&e.Record)
+			found = err == nil
+		}
+	}
+	cur.Close()
+	back, err := log.Backward()
+	if err != nil {
+		return meta, false, err
+	}
+	defer back.Close()
+	for {
+		e, err := back.Next()
+		if errors.Is(err, io.EOF) {
+			return meta, false, nil
+		}
+		if err != nil {
+			continue
+		}
+		return meta, e.Type == rollout.TypeEventMsg && e.EventKind() == rollout.EventRolloutSealed, nil
+	}
+}

@@ -1,0 +1,173 @@
+package ops
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"sort"
+
+	"github.com/logbook-agents/logbook/internal/rollout"
+	"github.com/logbook-agents/logbook/internal/stream"
+	"github.com/logbook-agents/logbook/internal/tree"
+)
+
+// Imported is what import did with one file.
+type Imported struct {
+	Path      string `json:"path"`
+	Thread    string `json:"thread_id,omitempty"`
+	Rollout   string `json:"rollout_id,omitempty"`
+	Records   int    `json:"records"`   // records the file holds (transient events and damage aside)
+	Published int    `json:"published"` // records published now
+	Skipped   string `json:"skipped,omitempty"`
+	Damaged   int    `json:"damaged_lines,omitempty"`
+	Err       string `json:"error,omitempty"`
+}
+
+// Import publishes every rollout file under dir (recursively; .jsonl and
+// .jsonl.zst, Codex sessions included) into the bus: each record gets its
+// ordinal and crc, its payload bytes and unknown fields unchanged; IDs are
+// validated; transient events are left out; damaged lines are skipped and
+// counted. Nothing is imported twice: a rollout the bus already holds is
+// compared record by record (payload bytes) and only a missing suffix is
+// published; a rollout that differs is an error for that file. THREADS
+// learns each new thread's rollout. progress (may be nil) is called after
+// each file.
+func Import(ctx context.Context, bus *stream.Bus, dir, holder string, progress func(done, total int)) ([]Imported, error) {
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && tree.IsRolloutFile(d.Name()) {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(paths)
+	var out []Imported
+	for i, p := range paths {
+		im := importFile(ctx, bus, p, holder)
+		out = append(out, im)
+		if progress != nil {
+			progress(i+1, len(paths))
+		}
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func importFile(ctx context.Context, bus *stream.Bus, path, holder string) Imported {
+	im := Imported{Path: path}
+	fail := func(err error) Imported { im.Err = err.Error(); return im }
+	log, err := rollout.OpenFile(path)
+	if err != nil {
+		return fail(err)
+	}
+	recs, damaged, err := persistedRecords(log)
+	im.Damaged = damaged
+	if err != nil {
+		return fail(err)
+	}
+	var meta *rollout.SessionMeta
+	for i := range recs {
+		if recs[i].Type == rollout.TypeSessionMeta {
+			m, err := rollout.Decode[rollout.SessionMeta](&recs[i])
+			if err != nil {
+				return fail(fmt.Errorf("%s: %w", path, err))
+			}
+			if err := m.Validate(); err != nil {
+				return fail(fmt.Errorf("%s: %w", path, err))
+			}
+			meta = &m
+			break
+		}
+	}
+	if meta == nil {
+		return fail(fmt.Errorf("%s: %w", path, rollout.ErrNoSessionMeta))
+	}
+	if recs[0].Type != rollout.TypeSessionMeta {
+		return fail(fmt.Errorf("%s: the first record is a %s, not the session_meta", path, recs[0].Type))
+	}
+	im.Thread, im.Rollout, im.Records = meta.ID, meta.Rollout(), len(recs)
+	if meta.SchemaVersion > rollout.Version {
+		return fail(fmt.Errorf("%s: %w", path, rollout.ErrReadOnly))
+	}
+	have, err := bus.ReadAll(ctx, im.Rollout, 1)
+	if err != nil {
+		return fail(err)
+	}
+	for i, h := range have {
+		if i >= len(recs) || !bytes.Equal(h.Record.Payload, recs[i].Payload) || h.Record.Type != recs[i].Type {
+			return fail(fmt.Errorf("%s: rollout %s is already on the bus and differs at ordinal %d: not imported", path, im.Rollout, i+1))
+		}
+	}
+	if len(have) == len(recs) {
+		im.Skipped = "already imported"
+		return im
+	}
+	lease, err := takeIdle(ctx, bus, im.Thread, holder)
+	if err != nil {
+		return fail(err)
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+	w, err := bus.OpenWriter(ctx, lease, im.Rollout, stream.WriterOptions{})
+	if err != nil {
+		return fail(err)
+	}
+	for i := len(have); i < len(recs); i++ {
+		if _, err := w.Append(ctx, recs[i].Reenvelope(int64(i+1))); err != nil {
+			w.Close(context.WithoutCancel(ctx))
+			return fail(fmt.Errorf("%s record %d: %w", path, i+1, err))
+		}
+		im.Published++
+	}
+	w.Materialize()
+	if err := w.Close(ctx); err != nil {
+		return fail(err)
+	}
+	if _, err := bus.Threads().Create(ctx, im.Thread, []byte(im.Rollout)); err != nil {
+		if e, gerr := bus.Threads().Get(ctx, im.Thread); gerr != nil || len(e.Value()) == 0 {
+			return fail(fmt.Errorf("THREADS %s: %w", im.Thread, err))
+		}
+	}
+	return im
+}
+
+// persistedRecords reads a file's records the writer would keep.
+func persistedRecords(log rollout.Log) ([]rollout.Record, int, error) {
+	cur, err := log.Forward(0)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer cur.Close()
+	var recs []rollout.Record
+	damaged := 0
+	for {
+		e, err := cur.Next()
+		if errors.Is(err, io.EOF) {
+			return recs, damaged, nil
+		}
+		var ce *rollout.CorruptionError
+		if errors.As(err, &ce) {
+			if !ce.Torn() {
+				damaged++
+			}
+			continue
+		}
+		if err != nil {
+			return nil, damaged, err
+		}
+		if rollout.Persist(&e.Record) {
+			recs = append(recs, e.Record)
+		}
+	}
+}
