@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // ErrSyntax is wrapped by DecodeLine for a line that is not a valid record.
@@ -17,6 +18,9 @@ const MaxOrdinal = 1 << 53
 // no memory with line except through Raw, Payload and Extra, which are
 // sub-slices of it: callers that reuse the buffer must Clone.
 func DecodeLine(line []byte) (Record, error) {
+	if !utf8.Valid(line) {
+		return Record{}, fmt.Errorf("%w: invalid UTF-8", ErrSyntax)
+	}
 	var r Record
 	var seen [5]bool
 	err := eachMember(line, func(key, val []byte) error {
@@ -38,7 +42,7 @@ func DecodeLine(line []byte) (Record, error) {
 			r.Ordinal = n
 		case keyEquals(key, "type"):
 			slot = 2
-			s, ok := rawString(val)
+			s, ok := internType(val)
 			if !ok || s == "" {
 				return fmt.Errorf("type is not a non-empty string")
 			}
@@ -77,6 +81,25 @@ func DecodeLine(line []byte) (Record, error) {
 	}
 	r.Raw = line
 	return r, nil
+}
+
+// internType decodes a record type, without allocating for the known ones.
+func internType(v []byte) (string, bool) {
+	switch string(v) { // no allocation: the compiler compares in place
+	case `"event_msg"`:
+		return TypeEventMsg, true
+	case `"response_item"`:
+		return TypeResponseItem, true
+	case `"turn_context"`:
+		return TypeTurnContext, true
+	case `"world_state"`:
+		return TypeWorldState, true
+	case `"compacted"`:
+		return TypeCompacted, true
+	case `"session_meta"`:
+		return TypeSessionMeta, true
+	}
+	return rawString(v)
 }
 
 func isHex8(s string) bool {

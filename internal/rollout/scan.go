@@ -138,15 +138,31 @@ func skipArray(b []byte, i, depth int) (int, error) {
 	}
 }
 
-// scanString validates the string starting at b[i] == '"' and returns the
-// index past its closing quote and whether it holds escapes.
+// plain marks the bytes a string may hold without a second look: not '"',
+// not '\\', not a control character. Bytes >= 0x80 are plain here; UTF-8 is
+// validated once per line (DecodeLine), which is much faster than per rune.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// scanString validates the string starting at b[i] == '"' (all but its UTF-8,
+// see plain) and returns the index past its closing quote and whether it
+// holds escapes.
 func scanString(b []byte, i int) (int, bool, error) {
 	start := i
 	i++
 	escaped := false
-	for i < len(b) {
-		c := b[i]
-		switch {
+	for {
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			return start, escaped, errAt(start, "unterminated string")
+		}
+		switch c := b[i]; {
 		case c == '"':
 			return i + 1, escaped, nil
 		case c == '\\':
@@ -165,19 +181,10 @@ func scanString(b []byte, i int) (int, bool, error) {
 			default:
 				return i, escaped, errAt(i, "invalid escape %q", b[i+1])
 			}
-		case c < 0x20:
-			return i, escaped, errAt(i, "control character in a string")
-		case c < utf8.RuneSelf:
-			i++
 		default:
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size == 1 {
-				return i, escaped, errAt(i, "invalid UTF-8")
-			}
-			i += size
+			return i, escaped, errAt(i, "control character in a string")
 		}
 	}
-	return start, escaped, errAt(start, "unterminated string")
 }
 
 func isHex4(b []byte) bool {
