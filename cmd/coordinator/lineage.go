@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -53,4 +55,26 @@ func (f *sourceFlags) load() (*tree.Corpus, string, error) {
 		return nil, "", err
 	}
 	return c, dir, nil
+}
+
+// leases returns, for a data dir whose coordinator is serving, a check of
+// which threads hold a live lease; nil offline (no thread is active then).
+// It never fails the command: an unreachable bus just means "not known".
+func (f *sourceFlags) leases(ctx context.Context) (func(string) bool, func()) {
+	if f.rollouts != "" {
+		return nil, func() {}
+	}
+	bf := busFlags{data: f.data}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	bus, closeBus, err := bf.connect(ctx)
+	if err != nil {
+		return nil, func() {}
+	}
+	return func(thread string) bool {
+		qctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		info, err := bus.ReadLease(qctx, thread)
+		return err == nil && info != nil && time.Now().Before(info.Expires)
+	}, closeBus
 }

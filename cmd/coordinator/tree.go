@@ -42,7 +42,9 @@ a usage error.`,
 			if err != nil {
 				return err
 			}
-			t := tree.Build(c, tree.Options{})
+			active, done := src.leases(cmd.Context())
+			defer done()
+			t := tree.Build(c, tree.Options{Active: active})
 			roots := t.Roots
 			if len(args) == 1 {
 				n := t.Node(args[0])

@@ -38,7 +38,9 @@ rollouts cannot be read, 2 for a usage error.`,
 			if err != nil {
 				return err
 			}
-			t := tree.Build(c, tree.Options{})
+			active, done := src.leases(cmd.Context())
+			defer done()
+			t := tree.Build(c, tree.Options{Active: active})
 			var pending []dedupe.Delivery
 			for _, d := range t.Deliveries {
 				if d.State != dedupe.Confirmed {
