@@ -116,7 +116,7 @@ an error (an active thread, a paginated one), 2 for a usage error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := strconv.ParseInt(args[1], 10, 64)
 			if err != nil || n < 1 {
-				return fmt.Errorf("N must be a whole number of user turns, at least 1 (got %q)", args[1])
+				return fmt.Errorf("the number of user turns must be a whole number, at least 1 (got %q)", args[1])
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), bf.timeout)
 			defer cancel()

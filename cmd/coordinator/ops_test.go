@@ -46,7 +46,7 @@ func TestLineageCommands(t *testing.T) {
 	r.wantOut(t, "Rolled back thread "+codex, "No longer in effect: 1 turn", "NOT undone")
 	// Revert is for paginated threads only.
 	runCLI(t, "revert", "--nats", url, codex, "--before-turn", "x").wantOneLineError(t, "legacy", "rollback")
-	runCLI(t, "rollback", "--nats", url, codex, "zero").wantOneLineError(t, "N must be a whole number")
+	runCLI(t, "rollback", "--nats", url, codex, "zero").wantOneLineError(t, "must be a whole number")
 	// A person records what they found out about the unknown call of another session.
 	const crashed = "019c8a70-dda7-7f33-98ea-f30553347322"
 	r = runCLI(t, "reconcile", "--nats", url, crashed, "--call", "call_UtYwHmwWekzvq83m8Rb9K8jJ", "--outcome", "executed", "--evidence", "ls ran; output in the terminal")

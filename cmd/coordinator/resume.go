@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -116,6 +117,9 @@ func deliveriesFor(ctx context.Context, bus *stream.Bus, bf *busFlags, thread st
 func userName() string {
 	if u := os.Getenv("USER"); u != "" {
 		return u
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
 	}
 	return "unknown"
 }

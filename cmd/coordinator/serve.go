@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/logbook-agents/logbook/internal/stream"
+	"github.com/logbook-agents/logbook/internal/stream/mirror"
 	"github.com/logbook-agents/logbook/internal/stream/serve"
 )
 
@@ -25,7 +26,12 @@ else ~/.logbook). It embeds a nats-server with JetStream (store DATA/nats,
 client address --nats-listen) unless --nats names a server or cluster to use,
 creates the ROLLOUTS and MAIL streams and the THREADS and LEASES buckets if
 they are missing, writes the client URL to DATA/nats.url, prints it, and
-serves GET /healthz on --listen.
+serves GET /healthz and GET /status on --listen.
+
+It mirrors every rollout to DATA/rollouts/<rollout_id>.jsonl (fsynced before
+its watermark DATA/mirror.state moves), refuses what is not a valid rollout
+record into DATA/quarantine/, compresses rollouts idle for --cold-after to
+.jsonl.zst, and keeps the index (DATA/index.db) caught up behind the mirror.
 
 --fsync always (the default) fsyncs every message before the bus acknowledges
 it: an acknowledged record survives a power loss. --fsync interval fsyncs
@@ -69,6 +75,9 @@ another configuration) or fails, 2 for a usage error.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if cfg.ColdAfter == 0 {
+				cfg.ColdAfter = -1 // --cold-after 0s: never
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			cfg.Stdout = cmd.OutOrStdout()
 			return serve.Run(ctx, cfg)
@@ -80,6 +89,7 @@ another configuration) or fails, 2 for a usage error.`,
 	f.StringVar(&cfg.NATSListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded server (port 0: random)")
 	f.IntVar(&cfg.Replicas, "replicas", 1, "replicas of the streams and buckets (more than 1 needs --nats)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7420", "HTTP address (port 0: random)")
+	f.DurationVar(&cfg.ColdAfter, "cold-after", mirror.DefaultColdAfter, "compress a rollout's mirror file after this long idle (0s: never)")
 	f.StringVar(&cfg.Fsync, "fsync", stream.FsyncAlways, "always: fsync before every ack; interval: every 2 minutes (see docs/DURABILITY.md)")
 	return cmd
 }

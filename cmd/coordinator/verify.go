@@ -15,13 +15,14 @@ import (
 
 type verifyFlags struct {
 	json, requireCRC bool
+	data             string // a data dir: verify --data mode (verify_data.go)
 }
 
 func newVerifyCmd() *cobra.Command {
 	var fl verifyFlags
 	cmd := &cobra.Command{
-		Use:   "verify FILE...",
-		Short: "Check rollout files for damage and broken ordinal sequences",
+		Use:   "verify FILE... | verify --data DIR",
+		Short: "Check rollout files, or a data dir's mirror and index, for damage",
 		Long: `Verify reads each rollout file (.jsonl or .jsonl.zst) once, from the head,
 and lists every problem with its file, line, byte offset (in the uncompressed
 JSONL), ordinal and kind:
@@ -42,19 +43,40 @@ Each file gets a summary: records, ordinal range, schema version (v1, or
 version 0 for Codex rollouts, which have neither ordinals nor crcs), and
 whether it is compressed.
 
+With --data DIR, verify checks a data dir instead (served by a coordinator
+or not; it only reads): the index against the mirror (every indexed
+rollout's watermark is within its mirror file, and the index's rows equal a
+fresh projection of the mirror up to the watermarks), every mirror file as
+above, and the mirror against JetStream where that check is available. An
+index that lags the mirror is not a problem; one that leads it is.
+
 Exit status: 0 when every file is clean, 1 when any file has a problem or
-cannot be read, 2 for a usage error.`,
+cannot be read (or, with --data, when the index differs from the mirror),
+2 for a usage error.`,
 		Example: `  coordinator verify testdata/examples/*.jsonl
   coordinator verify --json cold/rollout-A.jsonl.zst
-  coordinator verify --require-crc ~/.codex/sessions/2026/02/23/*.jsonl`,
-		Args: someFiles,
+  coordinator verify --require-crc ~/.codex/sessions/2026/02/23/*.jsonl
+  coordinator verify --data ~/.logbook`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("data") {
+				if len(args) > 0 {
+					return fmt.Errorf("verify --data checks a data dir and takes no FILE, got %d", len(args))
+				}
+				return nil
+			}
+			return someFiles(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("data") {
+				return runVerifyData(cmd.Context(), cmd.OutOrStdout(), fl)
+			}
 			return runVerify(cmd.OutOrStdout(), args, fl)
 		},
 	}
 	f := cmd.Flags()
 	f.BoolVar(&fl.json, "json", false, "print one JSON object per file, in an array")
 	f.BoolVar(&fl.requireCRC, "require-crc", false, "report records without a crc (lines written by other tools, e.g. Codex)")
+	f.StringVar(&fl.data, "data", "", "check the data dir DIR (its index, mirror files and bus) instead of FILEs")
 	return cmd
 }
 
@@ -147,25 +169,30 @@ type problemJSON struct {
 
 func writeVerifyJSON(w io.Writer, checks []fileCheck) error {
 	out := make([]verifyJSON, 0, len(checks))
-	for _, c := range checks {
-		r := &c.rep
-		v := verifyJSON{File: c.path, OK: c.ok(), Compressed: r.Compressed, SizeBytes: c.size, ReadOnly: r.ReadOnly(),
-			Lines: r.Lines, Records: r.Records, FirstOrdinal: r.FirstOrdinal, LastOrdinal: r.LastOrdinal, WithCRC: r.WithCRC,
-			Problems: []problemJSON{}}
-		if r.SchemaVersion >= 0 {
-			sv := r.SchemaVersion
-			v.SchemaVersion = &sv
-		}
-		for _, p := range r.Problems {
-			v.Problems = append(v.Problems, problemJSON{Kind: rollout.KindName(p.Kind), Line: p.Line, Offset: p.Offset,
-				Ordinal: p.Ordinal, Detail: p.Detail})
-		}
-		if c.err != nil {
-			v.Error = oneLine(c.err.Error())
-		}
-		out = append(out, v)
+	for i := range checks {
+		out = append(out, verifyJSONOf(&checks[i]))
 	}
 	return writeJSON(w, out)
+}
+
+// verifyJSONOf is the --json form of one file's check.
+func verifyJSONOf(c *fileCheck) verifyJSON {
+	r := &c.rep
+	v := verifyJSON{File: c.path, OK: c.ok(), Compressed: r.Compressed, SizeBytes: c.size, ReadOnly: r.ReadOnly(),
+		Lines: r.Lines, Records: r.Records, FirstOrdinal: r.FirstOrdinal, LastOrdinal: r.LastOrdinal, WithCRC: r.WithCRC,
+		Problems: []problemJSON{}}
+	if r.SchemaVersion >= 0 {
+		sv := r.SchemaVersion
+		v.SchemaVersion = &sv
+	}
+	for _, p := range r.Problems {
+		v.Problems = append(v.Problems, problemJSON{Kind: rollout.KindName(p.Kind), Line: p.Line, Offset: p.Offset,
+			Ordinal: p.Ordinal, Detail: p.Detail})
+	}
+	if c.err != nil {
+		v.Error = oneLine(c.err.Error())
+	}
+	return v
 }
 
 // maxProblemRows bounds the problems listed per file; --json lists all.

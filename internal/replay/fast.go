@@ -238,6 +238,10 @@ func fast(log rollout.Log, opt Options, mut mutation) (*State, error) {
 		}
 	}
 	r.finish(st, windowStart)
+	st.Replay.CheckpointOffset = -1
+	if bs.c >= 0 {
+		st.Replay.CheckpointOrdinal, st.Replay.CheckpointOffset = bs.buf[bs.c].e.Ordinal, bs.buf[bs.c].off()
+	}
 	last := &bs.buf[len(bs.buf)-1]
 	if bs.done {
 		st.Replay.StartOrdinal, st.Replay.StartOffset = last.e.Ordinal, last.off()

@@ -28,6 +28,11 @@ var contextualPrefixes = []string{
 	"<subagent_notification>", "<context_update>", "# agents.md instructions",
 }
 
+// IsContextual reports whether a user-role message is injected context
+// (environment, instructions, notifications, an earlier summary) rather than
+// something the user said.
+func IsContextual(text string) bool { return isContextual(text) }
+
 func isContextual(text string) bool {
 	t := strings.ToLower(strings.TrimLeft(text, " \t\r\n"))
 	for _, p := range contextualPrefixes {

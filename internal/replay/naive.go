@@ -105,6 +105,7 @@ type regionTracker struct {
 	lastTurn  int64 // newest in-effect turn start
 	lastWin   int64 // newest in-effect compaction with a window_number
 	c, tc, wb int64 // checkpoint, its turn, its window base
+	cOrd      int64 // the checkpoint's ordinal
 	ctx, tok  int64 // newest in-effect turn_context, token_count with info
 	spent     int64 // newest token_count with total_token_usage
 }
@@ -129,7 +130,7 @@ func (t *regionTracker) see(rules turnRules, f *fact, in bool) {
 		t.tok = f.off()
 	case f.k == kCompacted:
 		if f.hasReplacement {
-			t.c, t.tc = f.off(), t.lastTurn
+			t.c, t.tc, t.cOrd = f.off(), t.lastTurn, f.e.Ordinal
 			t.wb = t.lastWin
 			if f.hasWindow {
 				t.wb = f.off()
@@ -257,6 +258,7 @@ func naive(log rollout.Log, opt Options, visit func(rollout.Entry, bool)) (*Stat
 	}
 	r.finish(st, track.windowStart())
 	st.Replay.StartOrdinal = firstOrdinal
+	st.Replay.CheckpointOrdinal, st.Replay.CheckpointOffset = track.cOrd, track.c
 
 	region := track.start()
 	for _, ce := range damage {

@@ -101,6 +101,11 @@ type Stats struct {
 	RecordsRead  int    `json:"records_read"`
 	StartOrdinal int64  `json:"start_ordinal"`
 	StartOffset  int64  `json:"start_offset"`
+	// Checkpoint is the newest in-effect compaction with a replacement
+	// history the state starts from (0 and -1 when there is none): what the
+	// index's checkpoint locator must name.
+	CheckpointOrdinal int64 `json:"checkpoint_ordinal"`
+	CheckpointOffset  int64 `json:"checkpoint_offset"`
 	// CorruptLines counts damaged lines seen (a torn tail is not counted).
 	CorruptLines int          `json:"corrupt_lines"`
 	TornTail     bool         `json:"torn_tail,omitempty"`

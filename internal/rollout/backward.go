@@ -28,14 +28,6 @@ type backwardCursor struct {
 	pending   *Entry // a record held back while the gap after it is reported
 }
 
-// newBackwardCursor reads src backward; mode is the log's, read from its head.
-func newBackwardCursor(name string, src blockSource, closer io.Closer, mode ordinalMode) *backwardCursor {
-	if mode == modeUnknown {
-		mode = modeV0 // no valid record anywhere: nothing to check
-	}
-	return newBackwardCursorTo(name, src, closer, mode, src.size())
-}
-
 // newBackwardCursorTo reads the lines of src that end at or before end (a
 // line boundary), last first. Only the real end of src can hold a torn tail.
 func newBackwardCursorTo(name string, src blockSource, closer io.Closer, mode ordinalMode, end int64) *backwardCursor {

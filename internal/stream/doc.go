@@ -2,8 +2,8 @@
 // (DESIGN §5). It sets up the streams and buckets, runs the embedded
 // nats-server, hands out writer leases, writes rollouts (bounded queue, group
 // commit, the chapter's two barriers, epoch fencing) and reads them back one
-// record at a time. The mirror to local JSONL and the zstd cold files come
-// later; `coordinator serve` lives in the sub-package serve.
+// record at a time. The mirror to local JSONL and the zstd cold files are
+// the sub-package mirror; `coordinator serve` lives in the sub-package serve.
 //
 // Everything in the sections "Names", "Packs" and "Leases" is part of the
 // wire format: do not change it, add to it.
@@ -134,7 +134,9 @@
 // to the tail the leader reported at open. It returns one record at a time
 // with its ordinal, stream sequence and epoch, checks each pack (format,
 // headers, payload crc, line count) and each record (decodes, ordinal, crc),
-// and reports damage as a *PackError before going on.
+// and reports damage as a *PackError before going on. CheckRecordIDs
+// applies the writer's ID rules to a record read from the bus (the mirror
+// trusts no publisher).
 //
 // # Durability
 //

@@ -10,12 +10,22 @@
 //     --nats URL and embeds nothing;
 //   - runs stream.Setup (idempotent; a mismatching configuration is an error)
 //     and opens the bus, which fixes the record size limit;
+//   - prepares the mirror (internal/stream/mirror: removes what a crash left
+//     half done), opens the index (internal/index: its watermarks capped at
+//     the mirror files), catches the index up with the mirror files, then
+//     starts mirroring ROLLOUTS from the mirror's watermark; the index
+//     follows each durable batch. An index that cannot be opened is logged
+//     and left out; the mirror runs without it;
 //   - writes the client URL to <data>/nats.url (temp file, fsync, rename) and
 //     prints it, with the HTTP address, on stdout;
-//   - serves GET /healthz on --listen (200 while the bus connection is up);
+//   - serves GET /healthz on --listen (200 while the bus connection is up)
+//     and GET /status (the mirror's counters: watermark, records,
+//     quarantined messages by kind, ...);
 //   - on ctx's end (SIGINT/SIGTERM in the command) stops in order: HTTP
-//     server, connection drain, embedded server shutdown and wait, lock.
+//     server, mirror and index, connection drain, embedded server shutdown
+//     and wait, lock. A mirror that cannot go on safely (its watermark ahead
+//     of the bus) stops the coordinator with an error.
 //
-// The mirror, the index, the HTTP API, the web page and /metrics join this
-// process in later issues. The bus protocol itself is package stream.
+// The HTTP API, the web page and /metrics join this process in later
+// issues. The bus protocol itself is package stream.
 package serve

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/logbook-agents/logbook/internal/stream"
+	"github.com/logbook-agents/logbook/internal/stream/mirror"
 )
 
 // Config is what `coordinator serve` runs with.
@@ -33,6 +34,11 @@ type Config struct {
 	Stdout     io.Writer     // start-up lines (the URLs); nil: discarded
 	// Ready, when set, is called once everything is up.
 	Ready func(Info)
+	// ColdAfter: idle time before the mirror compresses a rollout; 0 means
+	// mirror.DefaultColdAfter, negative never.
+	ColdAfter time.Duration
+	// MirrorCommit, when set, is called after each durable mirror batch.
+	MirrorCommit func(mirror.Commit)
 }
 
 // Info is what a running coordinator tells the world.
@@ -111,6 +117,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	mr, err := startMirror(ctx, cfg, bus, log)
+	if err != nil {
+		return err
+	}
+	defer mr.stop()
 	if err := writeFileAtomic(filepath.Join(cfg.DataDir, URLFile), []byte(url+"\n")); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -119,7 +130,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return fmt.Errorf("serve: HTTP listen on %s: %w", cfg.Listen, err)
 	}
-	hs := &http.Server{Handler: health(nc, url), ReadHeaderTimeout: 10 * time.Second}
+	mux := health(nc, url)
+	mux.HandleFunc("GET /status", mr.status)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- hs.Serve(ln) }()
 	defer func() {
@@ -141,6 +154,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return nil
 	case err := <-httpErr:
 		return fmt.Errorf("serve: HTTP server: %w", err)
+	case err := <-mr.done:
+		mr.done <- err
+		return fmt.Errorf("serve: %w", err)
 	}
 }
 
@@ -194,7 +210,7 @@ func drain(nc *nats.Conn, log *slog.Logger) {
 }
 
 // health serves /healthz: 200 while the bus connection is up.
-func health(nc *nats.Conn, url string) http.Handler {
+func health(nc *nats.Conn, url string) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		status, code := "ok", http.StatusOK

@@ -112,12 +112,6 @@ func ReadRollout(ctx context.Context, bus *stream.Bus, id string) (*rollout.Mem,
 	return rollout.NewMem("bus:"+stream.RolloutSubject(id), data), nil
 }
 
-// position is a place in a view: the offset where a prefix ends.
-type position struct {
-	viewOffset int64
-	records    int // records of the view before it
-}
-
 // Timeline replays the source's view, returning its state and every turn.
 func (s *Source) Timeline() (*replay.State, []replay.TurnSpan, error) {
 	return replay.Timeline(s.View, replay.Options{Salvage: true})

@@ -1,0 +1,369 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/logbook-agents/logbook/internal/rollout"
+)
+
+// MirrorFile is one rollout file of a data dir's mirror.
+type MirrorFile struct {
+	RolloutID string
+	Path      string
+	Size      int64 // on disk (compressed for .jsonl.zst)
+}
+
+// MirrorFiles lists dir/rollouts/, one file per rollout id: the plain
+// .jsonl when both it and the .jsonl.zst exist (the mirror is between a
+// compression and the removal of the original; both hold the same lines).
+// Other names are ignored.
+func MirrorFiles(dir string) ([]MirrorFile, error) {
+	ents, err := os.ReadDir(filepath.Join(dir, RolloutsDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]MirrorFile{}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.Type().IsRegular() {
+			continue
+		}
+		var id string
+		switch {
+		case strings.HasSuffix(name, JSONLExt):
+			id = strings.TrimSuffix(name, JSONLExt)
+		case strings.HasSuffix(name, JSONLExt+rollout.ZstExt):
+			id = strings.TrimSuffix(name, JSONLExt+rollout.ZstExt)
+			if _, plain := byID[id]; plain {
+				continue
+			}
+		default:
+			continue
+		}
+		if rollout.ValidateID("rollout_id", id) != nil {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		if prev, ok := byID[id]; ok && strings.HasSuffix(prev.Path, JSONLExt) {
+			continue
+		}
+		byID[id] = MirrorFile{RolloutID: id, Path: filepath.Join(dir, RolloutsDir, name), Size: info.Size()}
+	}
+	out := make([]MirrorFile, 0, len(byID))
+	for _, f := range byID {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].RolloutID < out[j].RolloutID })
+	return out, nil
+}
+
+// MirrorPath returns the mirror file of a rollout ("" when there is none).
+func MirrorPath(dir, rolloutID string) string {
+	base := filepath.Join(dir, RolloutsDir, rolloutID+JSONLExt)
+	for _, p := range []string{base, base + rollout.ZstExt} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
+
+// CatchUpReport says what a catch-up did.
+type CatchUpReport struct {
+	Rollouts int // mirror files read
+	Records  int // records indexed
+	// Reset lists rollouts whose index rows were dropped and rebuilt because
+	// the mirror file no longer held what the watermark said.
+	Reset []string
+	// Problems are rollouts that could not be indexed to their end (damage
+	// in the mirror file, a record of another rollout): the index lags there.
+	Problems []error
+}
+
+// Progress reports a catch-up's advance: bytes of mirror files read so far
+// (compressed files count their size on disk, once done) and records indexed.
+type Progress func(bytes int64, records int)
+
+// CatchUp indexes what the mirror holds beyond each watermark, for every
+// mirror file of the data dir. Damage in one file does not stop the others:
+// it is reported in CatchUpReport.Problems.
+func (ix *Index) CatchUp(ctx context.Context, progress Progress) (CatchUpReport, error) {
+	var rep CatchUpReport
+	if ix.dir == "" {
+		return rep, errors.New("index: CatchUp needs an index opened on a data dir")
+	}
+	files, err := MirrorFiles(ix.dir)
+	if err != nil {
+		return rep, err
+	}
+	var done int64
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		base := done
+		n, reset, err := ix.catchUpFile(ctx, f.RolloutID, f.Path, -1, func(b int64, r int) {
+			if progress != nil {
+				progress(base+min(b, f.Size), rep.Records+r)
+			}
+		})
+		rep.Rollouts++
+		rep.Records += n
+		done += f.Size
+		if progress != nil {
+			progress(done, rep.Records)
+		}
+		if reset {
+			rep.Reset = append(rep.Reset, f.RolloutID)
+		}
+		if err != nil {
+			if ctx.Err() != nil || !isRolloutProblem(err) {
+				return rep, err
+			}
+			ix.log.Warn("index: catch-up stopped short", "rollout", f.RolloutID, "err", err)
+			rep.Problems = append(rep.Problems, err)
+		}
+	}
+	return rep, nil
+}
+
+// isRolloutProblem tells an error about one rollout's data from one about
+// the index itself (which stops a catch-up).
+func isRolloutProblem(err error) bool {
+	return errors.Is(err, ErrMirrorDamaged) || errors.Is(err, ErrWrongRollout) || errors.Is(err, ErrBadBatch) ||
+		errors.Is(err, ErrOutOfOrder) || errors.Is(err, rollout.ErrSeekTable) || errors.Is(err, fs.ErrNotExist)
+}
+
+// CatchUpRollout indexes what one rollout's mirror file holds beyond its
+// watermark; the mirror calls it after each fsync. It returns the number of
+// records indexed.
+func (ix *Index) CatchUpRollout(ctx context.Context, rolloutID string) (int, error) {
+	if ix.dir == "" {
+		return 0, errors.New("index: CatchUpRollout needs an index opened on a data dir")
+	}
+	path := MirrorPath(ix.dir, rolloutID)
+	if path == "" {
+		return 0, fmt.Errorf("index: rollout %s: no mirror file: %w", rolloutID, fs.ErrNotExist)
+	}
+	n, _, err := ix.catchUpFile(ctx, rolloutID, path, -1, nil)
+	return n, err
+}
+
+// catchUpFile indexes a mirror file from the watermark on, up to ordinal
+// limit (-1: its end). The watermark is a checked hint: reading starts at the
+// last indexed record's line, which must still hold that record (same
+// ordinal or line, same payload checksum); if not, the rollout is reset and
+// indexed from the head. reset says that happened.
+func (ix *Index) catchUpFile(ctx context.Context, id, path string, limit int64, progress Progress) (n int, reset bool, err error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	st, found, err := loadState(ctx, ix.db, id)
+	if err != nil {
+		return 0, false, err
+	}
+	f, err := rollout.OpenFile(path)
+	if err != nil {
+		return 0, false, err
+	}
+	if found && st.WmOrdinal > 0 {
+		cur, ok, err := resume(f, &st)
+		if err != nil {
+			return 0, false, err
+		}
+		if ok {
+			n, err := ix.feed(ctx, id, cur, &st, limit, progress)
+			return n, false, err
+		}
+		ix.log.Info("index: the mirror file no longer matches the watermark; indexing the rollout again", "rollout", id,
+			"ordinal", st.WmOrdinal, "offset", st.WmLastOffset)
+		if err := ix.reset(ctx, id); err != nil {
+			return 0, false, err
+		}
+		reset = true
+	}
+	st = rolloutState{RolloutID: id}
+	cur, err := f.Forward(0)
+	if err != nil {
+		return 0, reset, err
+	}
+	n, err = ix.feed(ctx, id, cur, &st, limit, progress)
+	return n, reset, err
+}
+
+// resume opens a cursor at the last indexed record and checks that it is
+// still there; ok is false when it is not.
+func resume(f *rollout.File, st *rolloutState) (rollout.Cursor, bool, error) {
+	cur, err := f.Forward(st.WmLastOffset)
+	if err != nil {
+		// Not a line start, beyond the end, or unreadable there: whatever
+		// the reason, the hint is wrong and the rollout is indexed again.
+		return nil, false, nil
+	}
+	e, err := cur.Next()
+	if err != nil || e.Offset != st.WmLastOffset || e.End() != st.WmOffset || lineCRC(&e) != st.WmLastCRC ||
+		(!st.Lines && e.Ordinal != st.WmOrdinal) || (st.Lines && e.Ordinal != 0) {
+		cur.Close()
+		return nil, false, nil
+	}
+	return cur, true, nil
+}
+
+func (ix *Index) reset(ctx context.Context, id string) error {
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := resetRollout(ctx, tx, id); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// feed reads entries from cur (positioned after the watermark) and applies
+// them in batches. Line numbers of a version-0 rollout are counted from the
+// watermark's line when the cursor does not know them.
+func (ix *Index) feed(ctx context.Context, id string, cur rollout.Cursor, st *rolloutState, limit int64, progress Progress) (int, error) {
+	defer cur.Close()
+	line := st.WmOrdinal // the line the cursor is after (version 0)
+	mode := 0            // 0: unknown, 1: ordinals, 2: lines
+	if st.WmOrdinal > 0 {
+		mode = 1
+		if st.Lines {
+			mode = 2
+		}
+	}
+	var batch []rollout.Entry
+	n := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := ix.apply(ctx, id, batch); err != nil {
+			return err
+		}
+		n += len(batch)
+		if progress != nil {
+			progress(batch[len(batch)-1].End(), n)
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for {
+		e, err := cur.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var ce *rollout.CorruptionError
+		if errors.As(err, &ce) {
+			if ce.Torn() {
+				break // a write in progress, or cut short: the index waits
+			}
+			if ce.Skipped() {
+				line++
+			}
+			if mode != 1 {
+				continue // version 0 (or not known yet): damaged lines are skipped, as replay does
+			}
+			if ferr := flush(); ferr != nil {
+				return n, ferr
+			}
+			return n, fmt.Errorf("%w: %w", ErrMirrorDamaged, ce)
+		}
+		if err != nil {
+			if ferr := flush(); ferr != nil {
+				return n, ferr
+			}
+			return n, err
+		}
+		line++
+		if mode == 0 {
+			mode = 1
+			if e.Ordinal == 0 {
+				mode = 2
+			}
+		}
+		if e.Line == 0 && mode == 2 {
+			e.Line = int(line)
+		}
+		if limit >= 0 && ordinalOf(&e, mode) > limit {
+			break
+		}
+		batch = append(batch, e)
+		if len(batch) >= ix.batch {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, flush()
+}
+
+func ordinalOf(e *rollout.Entry, mode int) int64 {
+	if mode == 2 {
+		return int64(e.Line)
+	}
+	return e.Ordinal
+}
+
+// capWatermarks enforces "the index never holds what the mirror lacks" at
+// start-up: a rollout whose mirror file is gone is deleted from the index;
+// one whose file does not hold its last indexed record where the watermark
+// says (cut short, replaced) is reset, to be indexed again by CatchUp.
+func (ix *Index) capWatermarks(ctx context.Context) error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	rs, err := rolloutsOf(ctx, ix.db)
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		path := MirrorPath(ix.dir, r.ID)
+		ok := false
+		if path != "" && r.WatermarkOrdinal > 0 {
+			st, _, err := loadState(ctx, ix.db, r.ID)
+			if err != nil {
+				return err
+			}
+			f, err := rollout.OpenFile(path)
+			if err == nil {
+				var cur rollout.Cursor
+				cur, ok, err = resume(f, &st)
+				if cur != nil {
+					cur.Close()
+				}
+			}
+			if err != nil {
+				ix.log.Warn("index: cannot read the mirror file; resetting the rollout", "rollout", r.ID, "err", err)
+				ok = false
+			}
+		}
+		if ok {
+			continue
+		}
+		if path == "" {
+			ix.log.Warn("index: the mirror has no file for an indexed rollout; dropping it from the index", "rollout", r.ID)
+		} else {
+			ix.log.Warn("index: the mirror file ends before the watermark; resetting the rollout", "rollout", r.ID,
+				"watermark", r.WatermarkOrdinal)
+		}
+		if err := ix.reset(ctx, r.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}

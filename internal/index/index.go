@@ -1,0 +1,192 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver ("sqlite")
+)
+
+// Names inside a data dir. Part of the data dir contract shared with the
+// mirror (internal/stream): do not change.
+const (
+	// FileName is the index inside a data dir.
+	FileName = "index.db"
+	// RolloutsDir holds the mirror files, <rollout_id>.jsonl or .jsonl.zst.
+	RolloutsDir = "rollouts"
+	// JSONLExt is a plain mirror file's extension; a compressed one adds
+	// rollout.ZstExt.
+	JSONLExt = ".jsonl"
+)
+
+// Options tune a writable Index.
+type Options struct {
+	Logger *slog.Logger // nil: slog.Default()
+	// BatchRecords is how many records catch-up commits per transaction; 0
+	// means DefaultBatchRecords.
+	BatchRecords int
+}
+
+// DefaultBatchRecords is catch-up's transaction size.
+const DefaultBatchRecords = 4096
+
+// Index is the writable index of one data dir (or of a bare file). Its
+// methods are safe for concurrent use: writes are serialized.
+type Index struct {
+	queries
+	db    *sql.DB
+	path  string
+	dir   string // the data dir; "" when opened with OpenFile
+	log   *slog.Logger
+	batch int
+	mu    sync.Mutex // serializes writes
+	stmts *stmtCache // guarded by mu
+}
+
+// Reader is a read-only view of an index.db. It never writes, never takes
+// the data dir LOCK, and reads a consistent snapshot per query while a
+// coordinator writes the same file.
+type Reader struct {
+	queries
+	db   *sql.DB
+	path string
+}
+
+// Path returns the data dir's index file.
+func Path(dir string) string { return filepath.Join(dir, FileName) }
+
+// Open opens (creating it if needed) the index of data dir dir for writing
+// and caps every watermark at what the mirror holds: a rollout whose mirror
+// file is gone is deleted from the index, and one whose file no longer holds
+// the last indexed record where the watermark says is reset (its rows
+// deleted) for CatchUp to index again. The caller holds the data dir's LOCK:
+// one writer per index.
+func Open(ctx context.Context, dir string, opt Options) (*Index, error) {
+	if err := os.MkdirAll(filepath.Join(dir, RolloutsDir), 0o755); err != nil {
+		return nil, err
+	}
+	ix, err := OpenFile(ctx, Path(dir), opt)
+	if err != nil {
+		return nil, err
+	}
+	ix.dir = dir
+	if err := ix.capWatermarks(ctx); err != nil {
+		ix.Close()
+		return nil, err
+	}
+	return ix, nil
+}
+
+// OpenFile opens (creating it if needed) an index file for writing, without
+// a data dir: no capping, and CatchUp is not available. Rebuild and verify
+// use it for scratch indexes; tests use it with Apply.
+func OpenFile(ctx context.Context, path string, opt Options) (*Index, error) {
+	db, err := sql.Open("sqlite", dsn(path, "_pragma=journal_mode(WAL)", "_pragma=synchronous(NORMAL)",
+		"_pragma=busy_timeout(10000)", "_txlock=immediate"))
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1) // one writer; its reads see its own writes
+	if err := initSchema(ctx, db, path); err != nil {
+		db.Close()
+		return nil, err
+	}
+	ix := &Index{queries: queries{db: db}, db: db, path: path, log: opt.Logger, batch: opt.BatchRecords, stmts: newStmtCache(db)}
+	if ix.log == nil {
+		ix.log = slog.Default()
+	}
+	if ix.batch <= 0 {
+		ix.batch = DefaultBatchRecords
+	}
+	return ix, nil
+}
+
+// OpenReader opens an index file read-only. It fails with ErrNoIndex when the
+// file does not exist and ErrSchema when it is not an index of this version.
+func OpenReader(ctx context.Context, path string) (*Reader, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s does not exist", ErrNoIndex, path)
+	}
+	db, err := sql.Open("sqlite", dsn(path, "mode=ro", "_pragma=busy_timeout(10000)", "_pragma=query_only(1)"))
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(2)
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%w: %s: %v", ErrSchema, path, err)
+	}
+	if v != SchemaVersion {
+		db.Close()
+		return nil, fmt.Errorf("%w: %s has schema version %d, this reader knows %d", ErrSchema, path, v, SchemaVersion)
+	}
+	return &Reader{queries: queries{db: db}, db: db, path: path}, nil
+}
+
+// Close closes the reader.
+func (r *Reader) Close() error { return r.db.Close() }
+
+// Close closes the index; the last connection to close checkpoints the WAL
+// into the file.
+func (ix *Index) Close() error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.stmts.close()
+	return ix.db.Close()
+}
+
+// Dir returns the data dir ("" for OpenFile).
+func (ix *Index) Dir() string { return ix.dir }
+
+func dsn(path string, params ...string) string {
+	u := (&url.URL{Path: path}).EscapedPath()
+	s := "file:" + u
+	for i, p := range params {
+		if i == 0 {
+			s += "?"
+		} else {
+			s += "&"
+		}
+		s += p
+	}
+	return s
+}
+
+// initSchema creates the schema in an empty file and checks the version of
+// an existing one.
+func initSchema(ctx context.Context, db *sql.DB, path string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("index %s: %w", path, err)
+	}
+	defer tx.Rollback()
+	var v, tables int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrSchema, path, err)
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&tables); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrSchema, path, err)
+	}
+	switch {
+	case v == SchemaVersion:
+		return nil
+	case v != 0 || tables != 0:
+		return fmt.Errorf("%w: %s has schema version %d, this build writes %d (rebuild it: coordinator reindex)", ErrSchema, path, v, SchemaVersion)
+	}
+	if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("index %s: creating the schema: %w", path, err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,429 @@
+package index
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/logbook-agents/logbook/internal/replay"
+	"github.com/logbook-agents/logbook/internal/rollout"
+)
+
+// projector applies one batch of one rollout's records inside a transaction.
+// It keeps nothing between batches but the rollouts row: every other piece
+// of state (turns in effect, the open turn's user flag, ...) is read back
+// from the tables, which the same transaction has written.
+type projector struct {
+	ctx context.Context
+	tx  *stmtTx
+	st  *rolloutState
+}
+
+func (p *projector) exec(query string, args ...any) error {
+	_, err := p.tx.ExecContext(p.ctx, query, args...)
+	return err
+}
+
+// scan runs a one-row query; sql.ErrNoRows when it has none.
+func (p *projector) scan(query string, args []any, dest ...any) error {
+	return p.tx.QueryRowContext(p.ctx, query, args...).Scan(dest...)
+}
+
+// record projects one record; ord is its ordinal (its line number in a
+// version-0 rollout).
+func (p *projector) record(e *rollout.Entry, ord int64) error {
+	st := p.st
+	if ts := normTime(e.Timestamp); ts != "" {
+		if st.CreatedAt == "" || ts < st.CreatedAt {
+			st.CreatedAt = ts
+		}
+		if ts > st.UpdatedAt {
+			st.UpdatedAt = ts
+		}
+	}
+	st.Records++
+	var err error
+	switch e.Type {
+	case rollout.TypeSessionMeta:
+		if st.ThreadID == "" {
+			err = p.meta(e, ord)
+		}
+	case rollout.TypeTurnContext:
+		// An undecodable turn_context is skipped by replay (bad_payload).
+		if tc, derr := rollout.Decode[rollout.TurnContext](&e.Record); derr == nil {
+			err = p.exec(`INSERT INTO settings (rollout_id, ordinal, model, cwd) VALUES (?, ?, ?, ?)`, st.RolloutID, ord, tc.Model, tc.Cwd)
+		}
+	case rollout.TypeCompacted:
+		if rh := rollout.Lookup(e.Payload, "replacement_history"); rh != nil && string(rh) != "null" {
+			err = p.exec(`INSERT INTO checkpoints (rollout_id, ordinal, byte_offset) VALUES (?, ?, ?)`, st.RolloutID, ord, e.Offset)
+		}
+	case rollout.TypeResponseItem:
+		err = p.item(e, ord)
+	case rollout.TypeEventMsg:
+		err = p.event(e, ord)
+	}
+	if err != nil {
+		return fmt.Errorf("index: rollout %s %s: %w", st.RolloutID, where(st, ord), err)
+	}
+	return nil
+}
+
+func where(st *rolloutState, ord int64) string {
+	if st.Lines {
+		return "line " + strconv.FormatInt(ord, 10)
+	}
+	return "ordinal " + strconv.FormatInt(ord, 10)
+}
+
+// meta takes in the canonical session_meta: the rollout's identity.
+func (p *projector) meta(e *rollout.Entry, ord int64) error {
+	st := p.st
+	m, err := rollout.Decode[rollout.SessionMeta](&e.Record)
+	if err == nil {
+		err = m.Validate()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: canonical session_meta: %v", ErrBadBatch, err)
+	}
+	if m.Rollout() != st.RolloutID {
+		return fmt.Errorf("%w: the canonical session_meta names rollout %s", ErrWrongRollout, m.Rollout())
+	}
+	st.ThreadID, st.SchemaVersion, st.HistoryMode = m.ID, m.SchemaVersion, m.Mode()
+	st.ParentThreadID, st.ForkedFromID, st.Source, st.AgentRole, st.MetaCwd = m.Parent(), m.ForkedFromID, m.Source.Kind, m.AgentRole, m.Cwd
+	if b := m.HistoryBase; b != nil {
+		st.BaseRolloutID, st.BaseEndOrdinal, st.BaseEndOffset = b.RolloutID, b.EndOrdinalExclusive, b.EndByteOffset
+	}
+	if parent := m.Parent(); parent != "" {
+		evidence := "parent_thread_id"
+		if m.ParentThreadID == "" {
+			evidence = "source.subagent.thread_spawn"
+		}
+		if err := p.edge(ord, "spawn", parent, m.ID, evidence, m.AgentRole); err != nil {
+			return err
+		}
+	}
+	if m.ForkedFromID != "" {
+		if err := p.edge(ord, "fork", m.ForkedFromID, m.ID, "forked_from_id", m.AgentRole); err != nil {
+			return err
+		}
+	}
+	// Rows written before the canonical session_meta (there should be none)
+	// learn their thread now.
+	if err := p.exec(`UPDATE messages SET thread_id = ?1,
+		from_thread = CASE WHEN direction = 'sent' THEN ?1 ELSE from_thread END,
+		to_thread = CASE WHEN direction = 'received' THEN ?1 ELSE to_thread END
+		WHERE rollout_id = ?2 AND thread_id = ''`, m.ID, st.RolloutID); err != nil {
+		return err
+	}
+	return p.exec(`UPDATE edges SET parent_thread_id = ? WHERE rollout_id = ? AND evidence = 'thread_spawned' AND parent_thread_id = ''`, m.ID, st.RolloutID)
+}
+
+func (p *projector) edge(ord int64, kind, parent, child, evidence, role string) error {
+	return p.exec(`INSERT INTO edges (rollout_id, ordinal, kind, parent_thread_id, child_thread_id, evidence, agent_role)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, p.st.RolloutID, ord, kind, parent, child, evidence, role)
+}
+
+// Excerpts are cut to this many runes.
+const (
+	excerptRunes      = 200
+	titleRunes        = 120
+	firstMessageRunes = 2000
+)
+
+func (p *projector) item(e *rollout.Entry, ord int64) error {
+	st := p.st
+	var it rollout.ResponseItem
+	pl := e.Payload
+	it.Type, _ = rollout.LookupString(pl, "type")
+	it.Role, _ = rollout.LookupString(pl, "role")
+	it.CallID, _ = rollout.LookupString(pl, "call_id")
+	it.Name, _ = rollout.LookupString(pl, "name")
+	var excerpt string
+	switch {
+	case it.Type == rollout.ItemMessage:
+		if full, err := rollout.Decode[rollout.ResponseItem](&e.Record); err == nil {
+			excerpt = full.Text()
+		}
+		if it.Role == "user" && st.Title == "" && !injected(excerpt) {
+			st.Title, st.FirstMessage = clipRunes(oneLine(excerpt), titleRunes), clipRunes(excerpt, firstMessageRunes)
+		}
+	case rollout.IsCall(it.Type):
+		excerpt = textOf(e.Payload, "arguments", "input")
+	case rollout.IsCallOutput(it.Type):
+		excerpt = textOf(e.Payload, "output")
+	case it.Type == "reasoning":
+		excerpt = summaryText(e.Payload)
+	}
+	return p.exec(`INSERT INTO items (rollout_id, ordinal, byte_offset, turn_seq, type, role, call_id, name, excerpt)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, st.RolloutID, ord, e.Offset, st.CurTurn, it.Type, it.Role, it.CallID, it.Name,
+		clipRunes(oneLine(excerpt), excerptRunes))
+}
+
+func (p *projector) event(e *rollout.Entry, ord int64) error {
+	st := p.st
+	switch e.EventKind() {
+	case rollout.EventTaskStarted:
+		st.SawTaskStarted = true
+		id, _ := rollout.LookupString(e.Payload, "turn_id")
+		return p.startTurn(e, ord, id, false)
+	case rollout.EventUserMessage:
+		text, _ := rollout.LookupString(e.Payload, "message")
+		if !st.TitleFromEvent {
+			st.Title, st.FirstMessage, st.TitleFromEvent = clipRunes(oneLine(text), titleRunes), clipRunes(text, firstMessageRunes), true
+		}
+		// Version-0 logs without task_started: a user message opens a turn.
+		if st.SchemaVersion == 0 && !st.SawTaskStarted {
+			return p.startTurn(e, ord, "", true)
+		}
+		return p.markUser()
+	case rollout.EventInterAgentReceived:
+		m, err := rollout.Decode[rollout.InterAgentReceived](&e.Record)
+		if err != nil {
+			return nil
+		}
+		if err := p.message(e, ord, "received", m.MsgID, m.IdempotencyKey, m.FromThread, st.ThreadID, m.Kind, m.InReplyTo); err != nil {
+			return err
+		}
+		if m.Kind == rollout.MsgTask {
+			return p.markUser()
+		}
+	case rollout.EventInterAgentSent:
+		m, err := rollout.Decode[rollout.InterAgentSent](&e.Record)
+		if err != nil {
+			return nil
+		}
+		return p.message(e, ord, "sent", m.MsgID, m.IdempotencyKey, st.ThreadID, m.ToThread, m.Kind, m.InReplyTo)
+	case rollout.EventTaskComplete, rollout.EventTurnAborted:
+		return p.terminal(e, ord)
+	case rollout.EventThreadRolledBack:
+		n, _ := rollout.LookupInt(e.Payload, "num_turns")
+		st.OpenTurn = 0
+		return p.cut(n, ord)
+	case rollout.EventThreadSpawned:
+		m, err := rollout.Decode[rollout.ThreadSpawned](&e.Record)
+		if err != nil || m.ChildThreadID == "" {
+			return nil
+		}
+		return p.edge(ord, "spawn", st.ThreadID, m.ChildThreadID, "thread_spawned", m.AgentRole)
+	case rollout.EventRolloutSealed:
+		if s, _ := rollout.LookupString(e.Payload, "successor_rollout_id"); s != "" && st.SealedBy == "" {
+			st.SealedBy, st.SealedOrdinal = s, ord
+		}
+	}
+	return nil
+}
+
+func (p *projector) message(e *rollout.Entry, ord int64, dir, msgID, key, from, to, kind, inReplyTo string) error {
+	return p.exec(`INSERT INTO messages (rollout_id, ordinal, thread_id, direction, msg_id, idempotency_key, from_thread,
+		to_thread, kind, in_reply_to, turn_seq, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		p.st.RolloutID, ord, p.st.ThreadID, dir, msgID, key, from, to, kind, inReplyTo, p.st.CurTurn, normTime(e.Timestamp))
+}
+
+// startTurn opens a turn (replay's lifecycle rule 0).
+func (p *projector) startTurn(e *rollout.Entry, ord int64, id string, user bool) error {
+	st := p.st
+	if id == "" {
+		if e.Ordinal > 0 {
+			id = "o" + strconv.FormatInt(e.Ordinal, 10)
+		} else {
+			id = "v0-" + strconv.FormatInt(ord, 10)
+		}
+	}
+	st.Turns++
+	st.CurTurn, st.OpenTurn = st.Turns, st.Turns
+	return p.exec(`INSERT INTO turns (rollout_id, seq, turn_id, start_ordinal, start_offset, started_at, user, status)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, st.RolloutID, st.Turns, id, ord, e.Offset, normTime(e.Timestamp), user, replay.StatusInterrupted)
+}
+
+// markUser makes the open turn a user turn.
+func (p *projector) markUser() error {
+	if p.st.OpenTurn == 0 {
+		return nil
+	}
+	return p.exec(`UPDATE turns SET user = 1 WHERE rollout_id = ? AND seq = ? AND user = 0`, p.st.RolloutID, p.st.OpenTurn)
+}
+
+// terminal ends the turn it names (else the current one); the first
+// terminal event of a turn counts.
+func (p *projector) terminal(e *rollout.Entry, ord int64) error {
+	st := p.st
+	ev, err := rollout.Decode[rollout.TurnEvent](&e.Record)
+	if err != nil {
+		return nil
+	}
+	target := st.CurTurn
+	if ev.TurnID != "" {
+		var seq int64
+		err := p.scan(`SELECT seq FROM turns WHERE rollout_id = ? AND turn_id = ? ORDER BY seq DESC LIMIT 1`,
+			[]any{st.RolloutID, ev.TurnID}, &seq)
+		switch {
+		case err == nil:
+			target = seq
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+	}
+	if target == 0 {
+		return nil
+	}
+	outcome, reason := replay.StatusCompleted, ""
+	if ev.Type == rollout.EventTurnAborted {
+		outcome, reason = replay.StatusAborted, ev.Reason
+	}
+	return p.exec(`UPDATE turns SET outcome = ?1, reason = ?2, end_ordinal = ?3,
+		status = CASE WHEN rolled_back = 1 THEN 'rolled_back' ELSE ?1 END
+		WHERE rollout_id = ?4 AND seq = ?5 AND outcome = ''`, outcome, reason, ord, st.RolloutID, target)
+}
+
+// cut applies a rollback marker of n user turns at ordinal marker (DESIGN §4
+// rule 1, as replay's effect pass): from the start of the nth-newest user
+// turn in effect, or of the oldest turn in effect when there are fewer,
+// through the marker, every record goes out of effect.
+func (p *projector) cut(n, marker int64) error {
+	st := p.st
+	if n <= 0 {
+		return nil
+	}
+	var seq, start int64
+	err := p.scan(`SELECT seq, start_ordinal FROM turns WHERE rollout_id = ? AND rolled_back = 0 AND user = 1
+		ORDER BY seq DESC LIMIT 1 OFFSET ?`, []any{st.RolloutID, n - 1}, &seq, &start)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = p.scan(`SELECT seq, start_ordinal FROM turns WHERE rollout_id = ? AND rolled_back = 0
+			ORDER BY seq LIMIT 1`, []any{st.RolloutID}, &seq, &start)
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // no turn in effect: nothing to cut
+	}
+	if err != nil {
+		return err
+	}
+	if err := p.exec(`UPDATE turns SET rolled_back = 1, rolled_back_by = ?, status = 'rolled_back'
+		WHERE rollout_id = ? AND rolled_back = 0 AND seq >= ?`, marker, st.RolloutID, seq); err != nil {
+		return err
+	}
+	for _, t := range []string{"items", "settings", "checkpoints", "messages", "edges"} {
+		if err := p.exec(`UPDATE `+t+` SET in_effect = 0 WHERE rollout_id = ? AND ordinal BETWEEN ? AND ? AND in_effect = 1`,
+			st.RolloutID, start, marker); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finish derives what depends on effect (settings, checkpoint, status) and
+// saves the rollouts row.
+func (p *projector) finish() error {
+	st := p.st
+	var model, cwd string
+	err := p.tx.QueryRowContext(p.ctx, `SELECT model, cwd FROM settings WHERE rollout_id = ? AND in_effect = 1
+		ORDER BY ordinal DESC LIMIT 1`, st.RolloutID).Scan(&model, &cwd)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	st.Model, st.Cwd = model, cwd
+	if st.Cwd == "" {
+		st.Cwd = st.MetaCwd
+	}
+	st.CheckpointOrdinal, st.CheckpointOffset = 0, 0
+	err = p.tx.QueryRowContext(p.ctx, `SELECT ordinal, byte_offset FROM checkpoints WHERE rollout_id = ? AND in_effect = 1
+		ORDER BY ordinal DESC LIMIT 1`, st.RolloutID).Scan(&st.CheckpointOrdinal, &st.CheckpointOffset)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	st.Status = ""
+	if st.Turns > 0 {
+		if err := p.tx.QueryRowContext(p.ctx, `SELECT status FROM turns WHERE rollout_id = ? AND seq = ?`,
+			st.RolloutID, st.Turns).Scan(&st.Status); err != nil {
+			return err
+		}
+	}
+	return saveState(p.ctx, p.tx, st)
+}
+
+// normTime puts a record timestamp in one sortable form (UTC, milliseconds);
+// "" when it does not parse.
+func normTime(ts string) string {
+	if len(ts) == len(rollout.TimeLayout) && ts[len(ts)-1] == 'Z' && ts[10] == 'T' && ts[19] == '.' {
+		return ts // already in the layout Logbook writes
+	}
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return ""
+	}
+	return t.UTC().Format(rollout.TimeLayout)
+}
+
+// injectedPrefixes mark user-role messages Codex injects (environment,
+// instructions, notifications), which are context, not a title. The same
+// list as replay's legacy-compaction rule (replay does not export it).
+var injectedPrefixes = []string{
+	"<environment_context>", "<user_instructions>", "<turn_aborted>",
+	"<subagent_notification>", "<context_update>", "# agents.md instructions",
+	"another language model started to solve this problem",
+}
+
+func injected(text string) bool {
+	t := strings.ToLower(strings.TrimLeft(text, " \t\r\n"))
+	if t == "" {
+		return true
+	}
+	for _, p := range injectedPrefixes {
+		if strings.HasPrefix(t, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// textOf returns the first of keys that is a string member of payload, or
+// the raw JSON of the first present one.
+func textOf(payload []byte, keys ...string) string {
+	for _, k := range keys {
+		v := rollout.Lookup(payload, k)
+		if v == nil {
+			continue
+		}
+		if s, ok := rollout.LookupString(payload, k); ok {
+			return s
+		}
+		return string(v)
+	}
+	return ""
+}
+
+// summaryText joins a reasoning item's summary texts.
+func summaryText(payload []byte) string {
+	var r struct {
+		Summary []struct {
+			Text string `json:"text"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal(payload, &r); err != nil {
+		return ""
+	}
+	var parts []string
+	for _, s := range r.Summary {
+		if s.Text != "" {
+			parts = append(parts, s.Text)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func clipRunes(s string, n int) string {
+	count := 0
+	for i := range s {
+		if count == n {
+			return s[:i]
+		}
+		count++
+	}
+	return s
+}

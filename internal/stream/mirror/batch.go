@@ -1,0 +1,278 @@
+package mirror
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/logbook-agents/logbook/internal/faults"
+)
+
+// batch is one group of messages made durable together: every mirror file
+// it touched is fsynced once, then the watermark moves past all of them.
+type batch struct {
+	m       *Mirror
+	locked  map[string]*ro      // rollouts whose lock the batch holds
+	files   map[string]*os.File // mirror files open for appending
+	created bool                // a mirror file was created: fsync rollouts/
+	qfiles  []*os.File          // quarantine files written
+	last    uint64              // last sequence placed
+	pending uint64              // the bus's pending count at the last message
+	msgs    int                 // messages placed
+	records uint64              // records appended
+	dups    uint64              // records found already mirrored
+	refused map[string]uint64   // refusals by kind
+	newQ    int                 // refusals not in quarantine/ before
+	touched map[string]int64    // rollout -> last ordinal appended
+	refs    []string            // rollouts newly named by a history_base
+	scratch []byte
+	stored  []time.Time // store times, for OnCommit
+}
+
+// commit places a batch of messages and makes it durable. On an error
+// nothing of the batch counts: the watermark stays, the rollouts it touched
+// are reloaded from their files, and the caller restarts from the watermark
+// (records already written are then found mirrored and skipped).
+func (m *Mirror) commit(msgs []jetstream.Msg) (err error) {
+	b := &batch{m: m, locked: map[string]*ro{}, files: map[string]*os.File{}, refused: map[string]uint64{}, touched: map[string]int64{}}
+	defer func() { b.release(err != nil) }()
+	wm := m.Watermark()
+	tStart := time.Now()
+	for _, msg := range msgs {
+		md, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("mirror: message metadata: %w", err)
+		}
+		seq := md.Sequence.Stream
+		if seq <= wm || seq <= b.last {
+			continue
+		}
+		faults.Point("mirror.after-ack")
+		if err := b.place(msg.Subject(), seq, msg.Headers(), msg.Data()); err != nil {
+			return err
+		}
+		b.last, b.pending = seq, md.NumPending
+		if m.cfg.OnCommit != nil {
+			b.stored = append(b.stored, md.Timestamp)
+		}
+		b.msgs++
+	}
+	if b.last == 0 {
+		return nil
+	}
+	tPlaced := time.Now()
+	files := make([]*os.File, 0, len(b.files)+len(b.qfiles))
+	for _, f := range b.files {
+		files = append(files, f)
+	}
+	files = append(files, b.qfiles...)
+	b.files, b.qfiles = nil, nil
+	if err := syncFiles(files); err != nil {
+		return fmt.Errorf("mirror: fsync: %w", err)
+	}
+	if b.created {
+		if err := syncDir(m.rdir); err != nil {
+			return err
+		}
+	}
+	if len(b.refused) > 0 {
+		if err := syncDir(m.qdir); err != nil {
+			return err
+		}
+	}
+	synced := time.Now()
+	faults.Point("mirror.before-watermark")
+	m.mu.Lock()
+	next := m.wm
+	m.mu.Unlock()
+	next.Seq = b.last
+	if err := m.sf.write(next); err != nil {
+		return err
+	}
+	m.log.Debug("mirror: batch durable", "watermark", b.last, "messages", b.msgs, "rollouts", len(b.touched),
+		"place", time.Since(tStart)-time.Since(tPlaced), "fsync", synced.Sub(tPlaced), "watermark_write", time.Since(synced))
+	m.mu.Lock()
+	m.wm = m.sf.cur
+	s := &m.st
+	s.Watermark, s.Pending, s.Err = next.Seq, b.pending, ""
+	s.Messages += uint64(b.msgs)
+	s.Records += b.records
+	s.Duplicates += b.dups
+	s.Batches++
+	for k, n := range b.refused {
+		s.Quarantined += n
+		s.QuarantinedByKind[k] += n
+	}
+	s.QuarantineFiles += b.newQ
+	for id := range b.touched {
+		m.dirty[id] = true
+	}
+	for _, id := range b.refs {
+		m.refs[id] = true
+	}
+	m.mu.Unlock()
+	b.release(false)
+	if len(b.touched) > 0 && m.cfg.Index != nil {
+		select {
+		case m.wake <- struct{}{}:
+		default:
+		}
+	}
+	for _, id := range b.refs {
+		if err := m.keepPlain(id); err != nil {
+			m.log.Error("mirror: cannot re-materialize a newly referenced rollout", "rollout", id, "err", err)
+		}
+	}
+	if m.cfg.OnCommit != nil {
+		m.cfg.OnCommit(Commit{Seq: next.Seq, Messages: b.msgs, Synced: synced, Rollouts: b.touched, Stored: b.stored})
+	}
+	return nil
+}
+
+// release closes what the batch left open and unlocks its rollouts;
+// failed forgets what the batch believed about them.
+func (b *batch) release(failed bool) {
+	for _, f := range b.files {
+		f.Close()
+	}
+	for _, f := range b.qfiles {
+		f.Close()
+	}
+	b.files, b.qfiles = nil, nil
+	for id, r := range b.locked {
+		if failed {
+			r.known = false
+		}
+		r.mu.Unlock()
+		delete(b.locked, id)
+	}
+}
+
+// lock takes a rollout's lock for the rest of the batch and loads it.
+func (b *batch) lock(id string) (*ro, error) {
+	if r := b.locked[id]; r != nil {
+		return r, nil
+	}
+	r := b.m.rollout(id)
+	r.mu.Lock()
+	b.locked[id] = r
+	return r, b.m.load(r)
+}
+
+// place mirrors one message, or quarantines it. Only a local failure (the
+// disk) is an error.
+func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) error {
+	c, why := check(subject, seq, h, data)
+	if why != nil {
+		return b.quarantine(seq, subject, h, data, why)
+	}
+	r, err := b.lock(c.rollout)
+	if err != nil {
+		return err
+	}
+	p := c.pack
+	switch {
+	case r.broken != "":
+		return b.quarantine(seq, subject, h, data, refuse(KindMirrorDamaged, "%s", r.broken))
+	case p.First > r.next:
+		return b.quarantine(seq, subject, h, data, refuse(KindOrdinalGap,
+			"ordinals %d-%d, the mirror file holds %d and expects %d next", p.First, p.Last, r.next-1, r.next))
+	}
+	skip := 0
+	if p.First < r.next {
+		upto := min(p.Last, r.next-1)
+		have, err := b.m.mirrored(r, p.First, upto)
+		if errors.Is(err, errDamaged) {
+			return b.quarantine(seq, subject, h, data, refuse(KindMirrorDamaged, "cannot compare with the mirror file: %v", err))
+		}
+		if err != nil {
+			return fmt.Errorf("mirror: rollout %s: %w", r.id, err)
+		}
+		for i, line := range have {
+			if !bytes.Equal(line, p.Lines[i]) {
+				return b.quarantine(seq, subject, h, data, refuse(KindOrdinalConflict,
+					"ordinal %d differs from the record already mirrored", p.First+int64(i)))
+			}
+		}
+		skip = len(have)
+		b.dups += uint64(skip)
+	}
+	if c.ref != "" {
+		b.refs = append(b.refs, c.ref)
+	}
+	if skip == len(p.Lines) {
+		return nil
+	}
+	if r.zst {
+		if err := b.m.rematerialize(r); err != nil {
+			return err
+		}
+	}
+	f, err := b.file(r)
+	if err != nil {
+		return err
+	}
+	buf := b.scratch[:0]
+	for _, line := range p.Lines[skip:] {
+		buf = append(append(buf, line...), '\n')
+	}
+	b.scratch = buf
+	if faults.Armed("mirror.mid-append") && len(buf) > 1 {
+		// Two writes, cut inside the last line, so that the crash point
+		// leaves a torn tail.
+		last := bytes.LastIndexByte(buf[:len(buf)-1], '\n') + 1
+		cut := last + (len(buf)-last)/2
+		if _, err := f.Write(buf[:cut]); err != nil {
+			return fmt.Errorf("mirror: rollout %s: %w", r.id, err)
+		}
+		faults.Point("mirror.mid-append")
+		buf = buf[cut:]
+	}
+	if _, err := f.Write(buf); err != nil {
+		return fmt.Errorf("mirror: rollout %s: append: %w", r.id, err)
+	}
+	r.next = p.Last + 1
+	r.gen++
+	b.touched[r.id] = p.Last
+	b.records += uint64(len(p.Lines) - skip)
+	return nil
+}
+
+// file opens a rollout's plain mirror file for appending, once per batch.
+func (b *batch) file(r *ro) (*os.File, error) {
+	if f := b.files[r.id]; f != nil {
+		return f, nil
+	}
+	path := b.m.plainPath(r.id)
+	exists, err := isFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: rollout %s: %w", r.id, err)
+	}
+	if !exists {
+		b.created = true
+	}
+	b.files[r.id] = f
+	return f, nil
+}
+
+func (b *batch) quarantine(seq uint64, subject string, h nats.Header, data []byte, why *refusal) error {
+	files, again, err := b.m.quarantine(seq, subject, h, data, why)
+	if err != nil {
+		return err
+	}
+	b.qfiles = append(b.qfiles, files...)
+	b.refused[why.kind]++
+	if !again {
+		b.newQ++
+	}
+	return nil
+}

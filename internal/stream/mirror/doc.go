@@ -1,0 +1,108 @@
+// Package mirror keeps a data dir's local copy of the bus: one JSONL file
+// per rollout, appended from the ROLLOUTS stream, fsynced before the mirror
+// says so, compressed when cold (DESIGN §5, the chapter's 10.4.1 and 10.12).
+// `coordinator serve` runs it; the index (internal/index) projects its
+// files. Order of truth: JetStream >= mirror >= index, at every moment.
+//
+// # Files
+//
+//	DIR/rollouts/<rollout_id>.jsonl       whole validated records, one per line, the
+//	                                      bytes of each line exactly as its pack held it
+//	DIR/rollouts/<rollout_id>.jsonl.zst   the same lines, seekable zstd (rollout.WriteZst),
+//	                                      for a cold rollout; never both for long (below)
+//	DIR/rollouts/<file>.broken[.N]        the bytes of a torn tail, cut off before an append
+//	DIR/rollouts/.tmp.*                   a compression or re-materialization in progress
+//	DIR/mirror.state                      the watermark: two slots 4096 bytes apart,
+//	                                      each "<crc> <json>\n", the JSON
+//	                                      {"version":1,"gen":G,"seq":N,"stream_created":T,...}
+//	DIR/quarantine/<seq>.msg, <seq>.json  a refused message: its payload byte for byte,
+//	                                      and its subject, headers, kind and reason
+//
+// seq is the last stream sequence of ROLLOUTS mirrored: every message up to
+// it is in a mirror file or in quarantine/, durably. The rest of the data
+// dir (index.db, nats/, nats.url, LOCK) belongs to the index and to serve.
+//
+// # Mirroring
+//
+// An ordered consumer reads ROLLOUTS from seq+1. Messages are taken in
+// batches: a batch takes what the bus has ready (the consumer's pending
+// count says so), up to BatchMessages or BatchBytes, and ends when the bus
+// has nothing more. For each message, in stream order:
+//
+//  1. check it alone: a valid pack (stream.DecodePack: headers, msg id,
+//     payload CRC, one line per ordinal) on rollout.<id> with a valid id;
+//     every line a record (rollout.DecodeLine) with the ordinal its place
+//     says, a crc that matches, a JSON payload, valid IDs
+//     (stream.CheckRecordIDs, the writer's own rules); a canonical
+//     session_meta (ordinal 1) naming this rollout;
+//  2. check it against the mirror file: its first ordinal must be at most
+//     the next one the file expects (else ordinal_gap); ordinals the file
+//     already holds must be byte-equal to the file's lines (else
+//     ordinal_conflict) and are skipped: that is the redelivery after a
+//     crash between an append and the watermark;
+//  3. append the remaining lines to the file in one write.
+//
+// Then, once per batch: fsync every mirror file and quarantine file it
+// wrote, all at once (and rollouts/ when a file was created), write the
+// watermark, and only then tell the index to catch up the rollouts it
+// touched. The watermark write goes to the slot that does not hold the
+// current watermark (gen % 2) and is fdatasynced; a reader takes the valid
+// slot (its crc, CRC-32C of the JSON, matches) with the higher gen, so a
+// write torn by a crash leaves the previous watermark. The index runs beside the mirror and never
+// holds it up. A failing batch (a disk error, the bus gone) counts for nothing: the
+// rollouts it touched are reloaded from their files and the consumer starts
+// again from the watermark.
+//
+// # Quarantine
+//
+// Anything can publish on rollout.*. A message that fails a check goes to
+// quarantine/ with its kind (bad_pack, invalid_id, crc_mismatch,
+// bad_record, wrong_rollout, ordinal_gap, ordinal_conflict, mirror_damaged),
+// is counted in Status and logged, and never reaches a mirror file; the
+// watermark moves past it. A message is refused whole: one bad line and
+// none of its lines are mirrored. Later messages of the same rollout are
+// judged on their own: one that continues the file is mirrored.
+//
+// # Torn tails
+//
+// Before the first append to a file in a process, its tail is read. An
+// unterminated or unparsable last line (a write cut short) is copied to
+// <file>.broken (or .broken.2 ...), fsynced, and cut off (truncate, fsync).
+// Other damage at the tail (a crc mismatch, no ordinal) is not the mirror's
+// to guess about: the rollout's messages go to quarantine as
+// mirror_damaged until a person repairs the file.
+//
+// # Cold files
+//
+// A rollout whose .jsonl was not modified for ColdAfter (default 10
+// minutes) and that no canonical session_meta names in its history_base (a
+// reference fork or a revert: DESIGN §6) is compressed: write the
+// .jsonl.zst under a temp name, fsync, verify it (its last line through the
+// seek table, and its whole content decompressed, against the JSONL),
+// rename, fsync rollouts/, remove the .jsonl, fsync rollouts/. Appends are
+// not held up meanwhile: a compression whose rollout changed while it ran
+// is dropped. Reads decompress transparently (rollout.File). An append to a
+// compressed rollout, or a new reference to it, re-materializes it first:
+// decompress to a temp file, fsync, rename to .jsonl, fsync, remove the
+// .jsonl.zst, fsync. References are learnt from the first line of every
+// mirror file at start-up (nothing is compressed before that scan ends)
+// and from every canonical session_meta mirrored since.
+//
+// # Crashes
+//
+// A crash at any step leaves the .jsonl or the .jsonl.zst complete. Open
+// repairs the rest before anything reads the files: temp files are
+// removed; a rollout found both plain and compressed keeps the file that
+// holds the other whole (the plain one when they are equal) and removes the
+// other. Messages past the watermark are received again and land as
+// described above. Crash points (internal/faults) sit after a message is
+// received, in the middle of an append, between the fsync and the
+// watermark, and around each rename.
+//
+// # Verification
+//
+// VerifyBus compares every mirror file with the bus as the bus reader
+// (stream.Bus.ReadRollout) returns it: each mirrored record byte-equal, no
+// mirror file holding more than the bus. `coordinator verify --data` runs
+// it against a served data dir.
+package mirror

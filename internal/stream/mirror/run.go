@@ -1,0 +1,209 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/logbook-agents/logbook/internal/stream"
+)
+
+// Run mirrors ROLLOUTS until ctx ends, then returns nil once its goroutines
+// (the index's catch-up, the compressor) have stopped. Failures (the bus
+// unreachable, a disk error) are logged, shown in Status, and retried from
+// the watermark with back-off. It returns an error only when the mirror
+// cannot go on safely: the watermark is ahead of the bus (ErrAheadOfBus).
+func (m *Mirror) Run(ctx context.Context, bus *stream.Bus) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	m.count(func(s *Status) { s.Running = true })
+	defer m.count(func(s *Status) { s.Running = false })
+	if m.cfg.Index != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.runIndexer(ctx) }()
+	}
+	if m.cfg.ColdAfter > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); m.runCold(ctx) }()
+	}
+	const backoffMin, backoffMax = 50 * time.Millisecond, 5 * time.Second
+	backoff := backoffMin
+	for {
+		err := m.checkStream(ctx, bus.JetStream())
+		progress := false
+		if err == nil {
+			progress, err = m.consume(ctx, bus)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrAheadOfBus) {
+			m.log.Error("mirror: stopped", "err", err)
+			m.count(func(s *Status) { s.Err = err.Error() })
+			return err
+		}
+		if progress {
+			backoff = backoffMin
+		}
+		m.log.Warn("mirror: consuming failed; retrying from the watermark", "err", err, "watermark", m.Watermark(), "in", backoff)
+		m.count(func(s *Status) { s.Err = err.Error() })
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, backoffMax)
+	}
+}
+
+// checkStream compares the watermark with ROLLOUTS: it must not be past its
+// last sequence, nor belong to another stream of that name.
+func (m *Mirror) checkStream(ctx context.Context, js jetstream.JetStream) error {
+	s, err := js.Stream(ctx, stream.StreamRollouts)
+	if err != nil {
+		return fmt.Errorf("mirror: stream %s: %w", stream.StreamRollouts, err)
+	}
+	info := s.CachedInfo()
+	wm := m.Watermark()
+	m.mu.Lock()
+	created := m.wm.StreamCreated
+	m.mu.Unlock()
+	switch {
+	case wm > info.State.LastSeq:
+		return fmt.Errorf("%w: %s says sequence %d is mirrored, stream %s ends at %d (was the bus's store lost or replaced?)",
+			ErrAheadOfBus, StateFile, wm, stream.StreamRollouts, info.State.LastSeq)
+	case wm > 0 && !created.IsZero() && !created.Equal(info.Created):
+		return fmt.Errorf("%w: %s belongs to stream %s created %s, the bus's was created %s",
+			ErrAheadOfBus, StateFile, stream.StreamRollouts, created.Format(time.RFC3339Nano), info.Created.Format(time.RFC3339Nano))
+	}
+	if created.IsZero() {
+		m.mu.Lock()
+		m.wm.StreamCreated = info.Created.UTC()
+		m.mu.Unlock()
+	}
+	if info.State.Msgs > 0 && info.State.FirstSeq > wm+1 {
+		m.log.Warn("mirror: the bus no longer holds messages after the watermark (removed from the stream); they cannot be mirrored",
+			"watermark", wm, "first_seq", info.State.FirstSeq)
+	}
+	return nil
+}
+
+// consume follows an ordered consumer from the watermark and commits
+// batches: a batch takes what the bus has ready, up to the batch limits,
+// and ends when the bus reports nothing more pending. progress says a batch
+// was committed.
+func (m *Mirror) consume(ctx context.Context, bus *stream.Bus) (progress bool, err error) {
+	start := m.Watermark() + 1
+	cons, err := bus.JetStream().OrderedConsumer(ctx, stream.StreamRollouts, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   start,
+	})
+	if err != nil {
+		return false, fmt.Errorf("mirror: consumer from sequence %d: %w", start, err)
+	}
+	buffer := max(64<<20, 2*int(bus.Conn().MaxPayload()))
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(m.cfg.BatchMessages, buffer))
+	if err != nil {
+		return false, fmt.Errorf("mirror: consumer: %w", err)
+	}
+	defer it.Stop()
+	var msgs []jetstream.Msg
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return progress, err
+		}
+		msgs = append(msgs[:0], msg)
+		size := len(msg.Data())
+		var nextErr error
+		for len(msgs) < m.cfg.BatchMessages && size < m.cfg.BatchBytes {
+			// More is on its way from the server (pending), or may already
+			// be in the consumer's buffer, which pending does not count:
+			// take it if it is there at once.
+			if pending(msg) > 0 {
+				msg, nextErr = it.Next(jetstream.NextContext(ctx))
+			} else {
+				msg, nextErr = it.Next(jetstream.NextMaxWait(bufferedWait))
+			}
+			if nextErr != nil {
+				if errors.Is(nextErr, nats.ErrTimeout) {
+					nextErr = nil // the buffer is empty: the batch is complete
+				}
+				break
+			}
+			msgs = append(msgs, msg)
+			size += len(msg.Data())
+		}
+		if err := m.commit(msgs); err != nil {
+			return progress, err
+		}
+		clear(msgs)
+		progress = true
+		if nextErr != nil {
+			return progress, nextErr
+		}
+	}
+}
+
+// bufferedWait is how long a batch waits for a message the bus does not
+// report as pending: long enough to take one already buffered, too short to
+// add latency.
+const bufferedWait = 200 * time.Microsecond
+
+func pending(msg jetstream.Msg) uint64 {
+	md, err := msg.Metadata()
+	if err != nil {
+		return 0
+	}
+	return md.NumPending
+}
+
+// runIndexer tells the index about the rollouts each batch touched, after
+// the batch is durable. It does not hold up the next batch: the index may
+// read lines a later batch has written and not fsynced yet (they are on the
+// bus already; see the package doc, Crashes).
+func (m *Mirror) runIndexer(ctx context.Context) {
+	failing := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.wake:
+		}
+		m.mu.Lock()
+		ids := make([]string, 0, len(m.dirty))
+		for id := range m.dirty {
+			ids = append(ids, id)
+		}
+		clear(m.dirty)
+		m.mu.Unlock()
+		slices.Sort(ids)
+		for _, id := range ids {
+			r := m.rollout(id)
+			r.repr.RLock()
+			n, err := m.cfg.Index.CatchUpRollout(ctx, id)
+			r.repr.RUnlock()
+			if ctx.Err() != nil {
+				return
+			}
+			m.count(func(s *Status) {
+				s.Indexed += uint64(n)
+				if err != nil {
+					s.IndexErr = err.Error()
+				}
+			})
+			if err != nil && !failing[id] {
+				m.log.Warn("mirror: the index could not catch up a rollout; it lags there", "rollout", id, "err", err)
+			}
+			failing[id] = err != nil
+		}
+	}
+}
