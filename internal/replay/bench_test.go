@@ -28,7 +28,7 @@ var benchFiles sync.Map
 // records, as a long-lived thread looks.
 func benchLog(b *testing.B, n int) string {
 	b.Helper()
-	key := fmt.Sprintf("gen-%d.jsonl", n)
+	key := fmt.Sprintf("gen-v2-%d.jsonl", n)
 	if p, ok := benchFiles.Load(key); ok {
 		return p.(string)
 	}
@@ -43,7 +43,7 @@ func benchLog(b *testing.B, n int) string {
 			b.Fatal(err)
 		}
 		w := bufio.NewWriterSize(f, 1<<20)
-		g := gen.New(gen.Config{Seed: 7, Records: n, CompactEvery: 1000})
+		g := gen.New(gen.Config{Seed: 7, Records: n, CompactEvery: 1000, MaxRollback: 2})
 		var buf []byte
 		for i := 0; i < n; i++ {
 			r := g.Next()
@@ -80,7 +80,9 @@ func report(b *testing.B, records int, bytes int64) {
 	b.ReportMetric(float64(bytes)/secs/1e6, "MB/s")
 }
 
-// BenchmarkNaive1M: the naive fold over a 1,000,000-record rollout.
+// BenchmarkNaive1M: the naive fold over a 1,000,000-record rollout (turns,
+// calls, settings, world-state patches, rollbacks of one or two turns, a
+// checkpoint every 1,000 records).
 func BenchmarkNaive1M(b *testing.B) {
 	path := benchLog(b, 1_000_000)
 	log, err := rollout.OpenFile(path)

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"slices"
+	"sort"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
@@ -20,7 +21,13 @@ type effectPass struct {
 	cuts  []interval
 	// exceeded counts markers asking for more user turns than are in effect.
 	exceeded int
+	// checkpoints are the compactions with a replacement history, each with
+	// the in-effect turn start before it (-1: none). If one survives every
+	// later cut, so does that turn: a cut reaching the turn reaches it too.
+	checkpoints []checkpointMark
 }
+
+type checkpointMark struct{ off, turn int64 }
 
 type turnMark struct {
 	off  int64
@@ -39,7 +46,30 @@ func (p *effectPass) add(f *fact) {
 		if p.open >= 0 {
 			p.stack[p.open].user = true
 		}
+	case f.k == kCompacted && f.hasReplacement:
+		turn := int64(-1)
+		if n := len(p.stack); n > 0 {
+			turn = p.stack[n-1].off
+		}
+		p.checkpoints = append(p.checkpoints, checkpointMark{f.off(), turn})
 	}
+}
+
+// window returns where the state's window will start (the turn holding the
+// newest checkpoint in effect, else that checkpoint) and that checkpoint;
+// -1, -1 when no checkpoint survives.
+func (p *effectPass) window(m *effectMap) (from, checkpoint int64) {
+	for i := len(p.checkpoints) - 1; i >= 0; i-- {
+		c := p.checkpoints[i]
+		if m.covers(c.off) {
+			continue
+		}
+		if c.turn >= 0 {
+			return c.turn, c.off
+		}
+		return c.off, c.off
+	}
+	return -1, -1
 }
 
 func (p *effectPass) cut(f *fact) {
@@ -90,6 +120,12 @@ func (p *effectPass) finish() *effectMap {
 		merged = append(merged, c)
 	}
 	return &effectMap{cuts: merged}
+}
+
+// covers reports whether a cut covers off (any offset, any order).
+func (m *effectMap) covers(off int64) bool {
+	i := sort.Search(len(m.cuts), func(i int) bool { return m.cuts[i].hi >= off })
+	return i < len(m.cuts) && m.cuts[i].lo <= off
 }
 
 func (m *effectMap) inEffect(off int64) bool {
@@ -173,14 +209,14 @@ func (t *regionTracker) windowStart() int64 {
 // in effect, a second folds every record. It is the reference the fast path
 // is checked against; memory is bounded by the state, not the log.
 func Naive(log rollout.Log, opt Options) (*State, error) {
-	st, _, err := naive(log, opt, nil)
+	st, _, err := naive(log, opt, nil, false)
 	return st, err
 }
 
 // Walk is Naive that also calls visit with every record, in log order, and
 // whether it is in effect (the delivery ledger needs both).
 func Walk(log rollout.Log, opt Options, visit func(e rollout.Entry, inEffect bool)) (*State, error) {
-	st, _, err := naive(log, opt, visit)
+	st, _, err := naive(log, opt, visit, false)
 	return st, err
 }
 
@@ -194,7 +230,9 @@ type naiveTrace struct {
 	terminal []bool
 }
 
-func naive(log rollout.Log, opt Options, visit func(rollout.Entry, bool)) (*State, *naiveTrace, error) {
+// naive runs the fold; keepAll keeps every turn and warning (Timeline needs
+// them) instead of what the state's window can show.
+func naive(log rollout.Log, opt Options, visit func(rollout.Entry, bool), keepAll bool) (*State, *naiveTrace, error) {
 	h, err := readHead(log, opt)
 	if err != nil {
 		return nil, nil, err
@@ -234,6 +272,10 @@ func naive(log rollout.Log, opt Options, visit func(rollout.Entry, bool)) (*Stat
 	effect := ep.finish()
 
 	r := newReducer(h.rules)
+	// Nothing before the window's start can reach the state: not kept.
+	if !keepAll {
+		r.keepFrom, r.warnFrom = ep.window(effect)
+	}
 	track := newRegionTracker()
 	if c, err = log.Forward(0); err != nil {
 		return nil, nil, err
@@ -294,7 +336,7 @@ type TurnSpan struct {
 // log order.
 func Timeline(log rollout.Log, opt Options) (*State, []TurnSpan, error) {
 	var spans []TurnSpan
-	st, tr, err := naive(log, opt, nil)
+	st, tr, err := naive(log, opt, nil, true)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -71,7 +71,7 @@ func checkSeed(t *testing.T, seed int64, mut mutation, cov *coverage) string {
 	t.Helper()
 	cfg := configFor(seed)
 	log := rollout.MemOf("gen", gen.All(cfg))
-	naiveSt, trace, err := naive(log, Options{}, nil)
+	naiveSt, trace, err := naive(log, Options{}, nil, false)
 	if err != nil {
 		t.Fatalf("seed %d: naive: %v", seed, err)
 	}

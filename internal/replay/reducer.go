@@ -22,8 +22,13 @@ type reducer struct {
 	rolled   []bool // per turn: its start is out of effect
 	terminal []bool // per turn: a terminal event was seen
 	turnByID map[string]int
-	cur      int // physical current turn, -1: none
-	open     int // turn open since the last boundary, -1: none
+	cur      int    // physical current turn (an index in turns), -1: none or not kept
+	curID    string // its id, kept even when the turn itself is not
+	open     int    // turn open since the last boundary, -1: none
+	// keepFrom: turns that start before it are not kept, and warnFrom:
+	// warnings before it are not kept. The naive fold knows from its first
+	// pass that nothing before them can reach the state; -1 keeps all.
+	keepFrom, warnFrom int64
 
 	// projections in effect
 	history     []json.RawMessage
@@ -47,6 +52,8 @@ func newReducer(rules turnRules) *reducer {
 		turnByID:   map[string]int{},
 		cur:        -1,
 		open:       -1,
+		keepFrom:   -1,
+		warnFrom:   -1,
 		window:     1,
 		checkpoint: -1,
 		callIdx:    map[string]int{},
@@ -54,6 +61,9 @@ func newReducer(rules turnRules) *reducer {
 }
 
 func (r *reducer) warn(f *fact, code, format string, args ...any) {
+	if f.off() < r.warnFrom {
+		return
+	}
 	r.warnings = append(r.warnings, Warning{
 		Code: code, Message: fmt.Sprintf(format, args...),
 		Ordinal: f.e.Ordinal, Line: f.e.Line, Offset: f.off(),
@@ -90,6 +100,11 @@ func (r *reducer) lifecycle(f *fact, inEffect bool) {
 	switch {
 	case r.rules.startsTurn(f):
 		id := turnID(f)
+		r.curID = id
+		if f.off() < r.keepFrom {
+			r.cur, r.open = -1, -1
+			return
+		}
 		r.turns = append(r.turns, Turn{TurnID: id, Status: StatusInterrupted, User: f.k == kUserMessage, Ordinal: f.e.Ordinal, offset: f.off()})
 		r.rolled = append(r.rolled, !inEffect)
 		r.terminal = append(r.terminal, false)
@@ -126,12 +141,7 @@ func (r *reducer) lifecycle(f *fact, inEffect bool) {
 	}
 }
 
-func (r *reducer) curTurnID() string {
-	if r.cur < 0 {
-		return ""
-	}
-	return r.turns[r.cur].TurnID
-}
+func (r *reducer) curTurnID() string { return r.curID }
 
 func (r *reducer) addCall(c Call) {
 	if i, ok := r.callIdx[c.CallID]; ok {
@@ -146,7 +156,25 @@ func (r *reducer) resolveCall(id string) {
 	if i, ok := r.callIdx[id]; ok {
 		r.gone[i] = true
 		delete(r.callIdx, id)
+		if len(r.calls) > 64 && len(r.callIdx) < len(r.calls)/4 {
+			r.compactCalls()
+		}
 	}
+}
+
+// compactCalls drops resolved calls, so memory follows the open calls, not
+// every call ever made.
+func (r *reducer) compactCalls() {
+	var calls []Call
+	var gone []bool
+	for i, c := range r.calls {
+		if !r.gone[i] {
+			r.callIdx[c.CallID] = len(calls)
+			calls = append(calls, c)
+			gone = append(gone, false)
+		}
+	}
+	r.calls, r.gone = calls, gone
 }
 
 // physical applies what holds for every record, in effect or not: calls and

@@ -37,6 +37,10 @@ type Config struct {
 	// CompactEvery, when > 0, writes a compaction about every that many records
 	// instead of at random.
 	CompactEvery int
+	// MaxRollback, when > 0, caps rollback markers at that many turns and
+	// never asks for more turns than there are (benchmarks: a realistic
+	// thread, not the property test's worst cases).
+	MaxRollback int
 }
 
 // Gen writes one log record at a time.
@@ -325,6 +329,12 @@ func (g *Gen) endTurn() {
 
 func (g *Gen) rollback() {
 	n := int64(1 + g.rng.IntN(3))
+	if g.cfg.MaxRollback > 0 {
+		n = int64(1 + g.rng.IntN(g.cfg.MaxRollback))
+		g.push(g.b.RolledBack(n))
+		g.turnOpen = false
+		return
+	}
 	if g.p(0.1) {
 		n = int64(g.rng.IntN(12)) // sometimes 0, sometimes more than the turns
 	}
