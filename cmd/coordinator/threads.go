@@ -15,6 +15,7 @@ import (
 
 type threadsFlags struct {
 	data, search, cursor string
+	rollouts             string // any directory of rollout files: no index, no server
 	dataGiven            bool // --data was given: the next-page hint repeats it
 	limit                int
 	json                 bool
@@ -37,13 +38,18 @@ page skip or repeat a thread.
 The index is read-only here and may lag the mirror by the last few records;
 it works whether or not a coordinator is serving the data dir.
 
+With --rollouts DIR, the threads of any directory of rollout files are listed
+instead (recursively; .jsonl and .jsonl.zst, a Codex sessions directory
+included), with no index and no server, by the same rules.
+
 Exit status: 0 when the page was listed (even an empty one), 1 when the data
 dir or its index cannot be read or the cursor is not valid, 2 for a usage
 error.`,
 		Example: `  coordinator threads
   coordinator threads --search "login timeout" --limit 50
   coordinator threads --json --cursor eyJ2IjoxLCJjIjoi...
-  coordinator threads --data /srv/logbook --search gpt-5`,
+  coordinator threads --data /srv/logbook --search gpt-5
+  coordinator threads --rollouts ~/.codex/sessions`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("threads takes no arguments, got %s (search with --search)", strings.Join(args, " "))
@@ -54,11 +60,18 @@ error.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if fl.rollouts != "" {
+				if fl.data != "" {
+					return fmt.Errorf("give --rollouts or --data, not both")
+				}
+				return runThreadsOffline(cmd.OutOrStdout(), fl)
+			}
 			return runThreads(cmd.Context(), cmd.OutOrStdout(), fl)
 		},
 	}
 	f := cmd.Flags()
 	addDataFlag(cmd, &fl.data)
+	f.StringVar(&fl.rollouts, "rollouts", "", "list the threads of any directory of rollout files (`DIR`, recursive) instead of a data dir's index")
 	f.StringVar(&fl.search, "search", "", "keep threads whose title, first message, cwd or model holds every word of TEXT")
 	f.IntVar(&fl.limit, "limit", index.DefaultLimit, "threads per page (at most "+strconv.Itoa(index.MaxLimit)+")")
 	f.StringVar(&fl.cursor, "cursor", "", "the next page's cursor, as printed at the end of a page")
@@ -116,6 +129,9 @@ func writeThreads(w io.Writer, page index.ThreadPage, fl threadsFlags) {
 	next := "coordinator threads"
 	if fl.dataGiven {
 		next += " --data " + fl.data
+	}
+	if fl.rollouts != "" {
+		next += " --rollouts " + fl.rollouts
 	}
 	if fl.search != "" {
 		next += " --search " + strconv.Quote(fl.search)

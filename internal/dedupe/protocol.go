@@ -54,39 +54,41 @@ func ResendMail(ctx context.Context, bus *stream.Bus, from string, payload []byt
 // send: it is acknowledged, so it cannot block the mailbox, and not logged.
 var ErrBadMail = errors.New("dedupe: mail payload is not an inter_agent_sent")
 
-// ReceiveMail takes up to n messages from a thread's mailbox; for each it logs
-// inter_agent_received, flushes, and only then acknowledges the message. A
-// crash before the flush redelivers the message (logged again: the ledger
-// calls that possibly_duplicated); a crash after it and before the ack
-// redelivers it too: the ledger counts receipts per msg_id.
+// ReceiveMail takes up to n messages from a thread's mailbox; for each, as
+// it arrives, it logs inter_agent_received, flushes, and only then
+// acknowledges the message. A crash before the flush redelivers the message
+// with nothing logged; a crash after the flush and before the ack redelivers
+// it too, and the receipt is logged again (the ledger calls that
+// possibly_duplicated: the receiver may have acted twice). A message this
+// process already logged and acknowledged is only acknowledged again.
 func ReceiveMail(ctx context.Context, w *stream.Writer, mb *stream.Mailbox, n int, wait time.Duration) ([]rollout.InterAgentReceived, error) {
-	mails, err := mb.Fetch(ctx, n, wait)
-	if err != nil {
-		return nil, err
-	}
 	var got []rollout.InterAgentReceived
 	var bad []error
-	for _, mail := range mails {
+	err := mb.Take(ctx, n, wait, func(mail *stream.Mail) error {
+		if mail.Redelivered {
+			return mail.Ack(ctx)
+		}
 		var s rollout.InterAgentSent
 		if json.Unmarshal(mail.Payload, &s) != nil || s.MsgID == "" || s.MsgID != mail.MsgID {
 			bad = append(bad, fmt.Errorf("%w: msg id %q from %q", ErrBadMail, mail.MsgID, mail.From))
-			if err := mail.Ack(ctx); err != nil {
-				return got, err
-			}
-			continue
+			return mail.Ack(ctx)
 		}
 		r := rollout.InterAgentReceived{Type: rollout.EventInterAgentReceived, MsgID: s.MsgID, IdempotencyKey: s.IdempotencyKey,
 			FromThread: mail.From, Kind: s.Kind, InReplyTo: s.InReplyTo}
 		if _, err := w.Append(ctx, rollout.Record{Timestamp: stamp(), Type: rollout.TypeEventMsg, Payload: rollout.MustJSON(r)}); err != nil {
-			return got, fmt.Errorf("dedupe: log receipt %s: %w", s.MsgID, err)
+			return fmt.Errorf("dedupe: log receipt %s: %w", s.MsgID, err)
 		}
 		if err := w.Flush(ctx); err != nil {
-			return got, fmt.Errorf("dedupe: flush receipt %s: %w", s.MsgID, err)
+			return fmt.Errorf("dedupe: flush receipt %s: %w", s.MsgID, err)
 		}
 		if err := mail.Ack(ctx); err != nil {
-			return got, fmt.Errorf("dedupe: ack %s: %w", s.MsgID, err)
+			return fmt.Errorf("dedupe: ack %s: %w", s.MsgID, err)
 		}
 		got = append(got, r)
+		return nil
+	})
+	if err != nil {
+		return got, err
 	}
 	return got, errors.Join(bad...)
 }

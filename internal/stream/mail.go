@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -107,6 +108,9 @@ func (b *Bus) getStreamMsg(ctx context.Context, stream string, seq uint64, lastF
 type Mailbox struct {
 	thread string
 	cons   jetstream.Consumer
+	mu     sync.Mutex
+	acked  map[uint64]bool // stream sequences acknowledged by this process (recent)
+	order  []uint64
 }
 
 // MailConsumerName is the durable consumer of a thread's mail.
@@ -130,7 +134,7 @@ func (b *Bus) Mailbox(ctx context.Context, thread string, ackWait time.Duration)
 	if err != nil {
 		return nil, fmt.Errorf("stream: mailbox of %s: %w", thread, err)
 	}
-	return &Mailbox{thread: thread, cons: cons}, nil
+	return &Mailbox{thread: thread, cons: cons, acked: map[uint64]bool{}}, nil
 }
 
 // Mail is one message taken from a mailbox.
@@ -138,25 +142,61 @@ type Mail struct {
 	MsgID   string
 	From    string
 	Payload []byte // the sender's inter_agent_sent payload
-	msg     jetstream.Msg
+	Seq     uint64 // its MAIL stream sequence
+	// Redelivered: this process already acknowledged this very message (its
+	// ack was lost, or it came round again before the ack landed); ack it
+	// again, do not log another receipt.
+	Redelivered bool
+	msg         jetstream.Msg
+	mb          *Mailbox
 }
 
 // Ack acknowledges the message: it leaves MAIL. Only after the receipt is
 // flushed to the receiver's rollout.
-func (m *Mail) Ack(ctx context.Context) error { return m.msg.DoubleAck(ctx) }
+func (m *Mail) Ack(ctx context.Context) error {
+	if err := m.msg.DoubleAck(ctx); err != nil {
+		return err
+	}
+	m.mb.remember(m.Seq)
+	return nil
+}
 
-// Fetch takes up to n messages, waiting at most wait for the first.
-func (mb *Mailbox) Fetch(ctx context.Context, n int, wait time.Duration) ([]*Mail, error) {
+func (mb *Mailbox) remember(seq uint64) {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	if mb.acked[seq] {
+		return
+	}
+	mb.acked[seq] = true
+	mb.order = append(mb.order, seq)
+	if len(mb.order) > 4096 {
+		delete(mb.acked, mb.order[0])
+		mb.order = mb.order[1:]
+	}
+}
+
+// Take hands up to n messages to fn one at a time, as they arrive, waiting
+// at most wait in all. Handling each before the next arrives keeps the
+// receipt's log-flush-ack well inside the consumer's AckWait.
+func (mb *Mailbox) Take(ctx context.Context, n int, wait time.Duration, fn func(*Mail) error) error {
 	batch, err := mb.cons.Fetch(n, jetstream.FetchMaxWait(wait))
 	if err != nil {
-		return nil, fmt.Errorf("stream: mailbox of %s: %w", mb.thread, err)
+		return fmt.Errorf("stream: mailbox of %s: %w", mb.thread, err)
 	}
-	var out []*Mail
 	for m := range batch.Messages() {
-		out = append(out, &Mail{MsgID: m.Headers().Get(HeaderMsgID), From: m.Headers().Get(HeaderFrom), Payload: m.Data(), msg: m})
+		mail := &Mail{MsgID: m.Headers().Get(HeaderMsgID), From: m.Headers().Get(HeaderFrom), Payload: m.Data(), msg: m, mb: mb}
+		if meta, err := m.Metadata(); err == nil {
+			mail.Seq = meta.Sequence.Stream
+		}
+		mb.mu.Lock()
+		mail.Redelivered = mb.acked[mail.Seq]
+		mb.mu.Unlock()
+		if err := fn(mail); err != nil {
+			return err
+		}
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-		return out, fmt.Errorf("stream: mailbox of %s: %w", mb.thread, err)
+		return fmt.Errorf("stream: mailbox of %s: %w", mb.thread, err)
 	}
-	return out, nil
+	return nil
 }

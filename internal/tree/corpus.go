@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/logbook-agents/logbook/internal/dedupe"
+	"github.com/logbook-agents/logbook/internal/replay"
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
@@ -22,6 +23,8 @@ type Rollout struct {
 	Successor  string // rollout_sealed: the rollout that replaced this one
 	Records    int
 	Damaged    int
+	Title      string // the first user message (a user_message event, else a user message item that is not injected context)
+	titleEvent bool   // Title came from a user_message event
 	Created    string // timestamp of the first record
 	Updated    string // timestamp of the last record
 	Spawns     []Spawn
@@ -163,10 +166,23 @@ func readRollout(log rollout.Log) (*Rollout, error) {
 			haveMeta = true
 			continue
 		}
+		if e.Type == rollout.TypeResponseItem && r.Title == "" {
+			if it, err := rollout.Decode[rollout.ResponseItem](&e.Record); err == nil && it.Type == rollout.ItemMessage && it.Role == "user" {
+				if text := it.Text(); text != "" && !replay.IsContextual(text) {
+					r.Title = text
+				}
+			}
+		}
 		if e.Type != rollout.TypeEventMsg {
 			continue
 		}
 		switch kind := e.EventKind(); kind {
+		case rollout.EventUserMessage:
+			if !r.titleEvent {
+				if m, ok := rollout.LookupString(e.Payload, "message"); ok && m != "" {
+					r.Title, r.titleEvent = m, true
+				}
+			}
 		case rollout.EventThreadSpawned:
 			if s, err := rollout.Decode[rollout.ThreadSpawned](&e.Record); err == nil && rollout.ValidateID("child_thread_id", s.ChildThreadID) == nil {
 				r.Spawns = append(r.Spawns, Spawn{Child: s.ChildThreadID, Role: s.AgentRole, Ordinal: ord})

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// TestThreadsOffline: any directory of rollout files pages and searches
+// without an index or a server.
+func TestThreadsOffline(t *testing.T) {
+	var seen []string
+	cursor := ""
+	for page := 0; page < 10; page++ {
+		args := []string{"threads", "--rollouts", "../../testdata", "--limit", "3", "--json"}
+		if cursor != "" {
+			args = append(args, "--cursor", cursor)
+		}
+		r := runCLI(t, args...)
+		r.wantCode(t, exitOK)
+		var got struct {
+			Threads []struct {
+				ID string `json:"thread_id"`
+			}
+			NextCursor string `json:"next_cursor"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+			t.Fatal(err)
+		}
+		for _, th := range got.Threads {
+			seen = append(seen, th.ID)
+		}
+		if cursor = got.NextCursor; cursor == "" {
+			break
+		}
+	}
+	// The six Codex sessions, thread-A (three chapter variants), thread-M,
+	// and the three release threads that wrote lines.
+	if len(seen) != 11 {
+		t.Errorf("paged through %d threads: %v", len(seen), seen)
+	}
+	dup := map[string]bool{}
+	for _, id := range seen {
+		if dup[id] {
+			t.Errorf("%s listed twice", id)
+		}
+		dup[id] = true
+	}
+	r := runCLI(t, "threads", "--rollouts", "../../testdata", "--search", "ship 1.4.2")
+	r.wantCode(t, exitOK)
+	r.wantOut(t, "release-P", "1 thread; no more pages.")
+	runCLI(t, "threads", "--rollouts", "../../testdata", "--data", "x").wantOneLineError(t, "not both")
+}
