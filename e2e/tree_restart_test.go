@@ -182,4 +182,3 @@ func nodesOf(ns []*tree.Node) []string {
 	sort.Strings(out)
 	return out
 }
-

@@ -16,7 +16,7 @@ import (
 type threadsFlags struct {
 	data, search, cursor string
 	rollouts             string // any directory of rollout files: no index, no server
-	dataGiven            bool // --data was given: the next-page hint repeats it
+	dataGiven            bool   // --data was given: the next-page hint repeats it
 	limit                int
 	json                 bool
 }
