@@ -98,14 +98,22 @@ func TestConcurrentRevertsAndAppends(t *testing.T) {
 	bus := newBus(t)
 	ctx := ctxT(t)
 	won := 0
-	for round := 0; round < 40 && won < 3; round++ {
+	for round := 0; round < 12 && won < 4; round++ {
 		thread, rid := "G"+strconv.Itoa(round), "rG"+strconv.Itoa(round)
 		a := newAgent(t, bus.Bus, thread, rid, rollout.HistoryPaginated).turn("t1", true).turn("t2", true).flush()
 		var acked atomic.Int64
+		var paused atomic.Bool
+		// Odd rounds: the appender stays live (lease held, writer open) but
+		// pauses while the reverts commit, so one must win and the appender,
+		// resuming, must be fenced. Even rounds race freely.
+		paused.Store(round%2 == 1)
 		done := make(chan struct{})
 		go func() { // the live appender, paced
 			defer close(done)
 			for {
+				for paused.Load() {
+					time.Sleep(time.Millisecond)
+				}
 				ord, err := a.w.Append(ctx, a.b.Message("assistant", "more"))
 				if err != nil || a.w.Flush(ctx) != nil {
 					return
@@ -141,6 +149,7 @@ func TestConcurrentRevertsAndAppends(t *testing.T) {
 			}(bus.Connect(t))
 		}
 		rg.Wait()
+		paused.Store(false)
 		if wins.Load() == 0 {
 			a.w.Close(ctx) //nolint:errcheck // stopping the appender
 		}
