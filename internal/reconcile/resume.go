@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/logbook-agents/logbook/internal/dedupe"
 	"github.com/logbook-agents/logbook/internal/replay"
@@ -179,23 +178,12 @@ func eachEvent(view rollout.Log, kind string, fn func(*rollout.Record) bool) err
 	if err != nil {
 		return err
 	}
-	defer cur.Close()
-	for {
-		e, err := cur.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
+	return rollout.Scan(cur, nil, func(e rollout.Entry) (bool, error) {
+		if e.Type == rollout.TypeEventMsg && e.EventKind() == kind {
+			return fn(&e.Record), nil
 		}
-		var ce *rollout.CorruptionError
-		if errors.As(err, &ce) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if e.Type == rollout.TypeEventMsg && e.EventKind() == kind && !fn(&e.Record) {
-			return nil
-		}
-	}
+		return true, nil
+	})
 }
 
 // Note records what a person found out about a call or a message of an idle

@@ -176,7 +176,7 @@ func fast(log rollout.Log, opt Options, mut mutation) (*State, error) {
 		return nil, err
 	}
 	var fallback bool
-	err = scan(cur, func(ce *rollout.CorruptionError) error {
+	err = rollout.Scan(cur, func(ce *rollout.CorruptionError) error {
 		if ce.Torn() {
 			st.Replay.TornTail = true
 			st.Replay.Corruption = append(st.Replay.Corruption, damageOf(ce, false))
@@ -294,7 +294,7 @@ func seed(r *reducer, log rollout.Log, h head, bs *backScan, st *State) error {
 		return err
 	}
 	stop := cf.off()
-	err = scan(cur, nil, func(e rollout.Entry) (bool, error) {
+	err = rollout.Scan(cur, nil, func(e rollout.Entry) (bool, error) {
 		if e.Offset >= stop {
 			return false, nil
 		}

@@ -254,7 +254,7 @@ func naive(log rollout.Log, opt Options, visit func(rollout.Entry, bool), keepAl
 		return nil, nil, err
 	}
 	firstOrdinal := int64(0)
-	err = scan(c, onDamage, func(e rollout.Entry) (bool, error) {
+	err = rollout.Scan(c, onDamage, func(e rollout.Entry) (bool, error) {
 		st.Replay.RecordsRead++
 		if firstOrdinal == 0 {
 			firstOrdinal = e.Ordinal
@@ -280,7 +280,7 @@ func naive(log rollout.Log, opt Options, visit func(rollout.Entry, bool), keepAl
 	if c, err = log.Forward(0); err != nil {
 		return nil, nil, err
 	}
-	err = scan(c, nil, func(e rollout.Entry) (bool, error) {
+	err = rollout.Scan(c, nil, func(e rollout.Entry) (bool, error) {
 		st.Replay.RecordsRead++
 		f := classify(e)
 		in := effect.inEffect(f.off())

@@ -3,7 +3,6 @@ package replay
 import (
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
@@ -25,37 +24,6 @@ var ErrCorruptRegion = errors.New("replay: corruption inside the dependency regi
 // ErrDamagedIdentity is returned (wrapped) when lines before the canonical
 // session_meta are damaged: the lost line may have been the real one.
 var ErrDamagedIdentity = errors.New("replay: damage before the first session_meta; the thread's identity may be lost")
-
-// scan reads a cursor to its end, classifying damage through onDamage; fn
-// returns false to stop early.
-func scan(c rollout.Cursor, onDamage func(*rollout.CorruptionError) error, fn func(rollout.Entry) (bool, error)) error {
-	defer c.Close()
-	for {
-		e, err := c.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		var ce *rollout.CorruptionError
-		if errors.As(err, &ce) {
-			if onDamage != nil {
-				if err := onDamage(ce); err != nil {
-					return err
-				}
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		more, err := fn(e)
-		if err != nil {
-			return err
-		}
-		if !more {
-			return nil
-		}
-	}
-}
 
 // head is what replay learns from the start of a log before anything else:
 // the canonical session_meta and, for version-0 logs, where task_started
@@ -81,7 +49,7 @@ func readHead(log rollout.Log, opt Options) (head, error) {
 		}
 		return nil
 	}
-	err = scan(c, onDamage, func(e rollout.Entry) (bool, error) {
+	err = rollout.Scan(c, onDamage, func(e rollout.Entry) (bool, error) {
 		h.read++
 		if h.meta == nil {
 			if e.Type != rollout.TypeSessionMeta {

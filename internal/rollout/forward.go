@@ -237,3 +237,32 @@ func countLines(r io.Reader, offsets []int64) (map[int64]int, error) {
 	}
 	return out, nil
 }
+
+// Scan reads a cursor to its end and closes it. Each damaged line goes to
+// onDamage (nil: skipped silently; an error from it stops the scan); each
+// record to fn, which returns false to stop early.
+func Scan(c Cursor, onDamage func(*CorruptionError) error, fn func(Entry) (bool, error)) error {
+	defer c.Close()
+	for {
+		e, err := c.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		var ce *CorruptionError
+		if errors.As(err, &ce) {
+			if onDamage != nil {
+				if err := onDamage(ce); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		more, err := fn(e)
+		if err != nil || !more {
+			return err
+		}
+	}
+}

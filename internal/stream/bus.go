@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,44 +104,7 @@ var errNoMsg = errors.New("stream: no message")
 // must see them. Either lastFor, or seq with nextFor ("the first message of
 // nextFor at or after seq"), or seq alone.
 func (b *Bus) getMsg(ctx context.Context, seq uint64, lastFor, nextFor string) (*storedMsg, error) {
-	req := struct {
-		Seq     uint64 `json:"seq,omitempty"`
-		LastFor string `json:"last_by_subj,omitempty"`
-		NextFor string `json:"next_by_subj,omitempty"`
-	}{seq, lastFor, nextFor}
-	body, _ := json.Marshal(req)
-	resp, err := b.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+StreamRollouts, body)
-	if err != nil {
-		return nil, err
-	}
-	var r struct {
-		Error   *jetstream.APIError `json:"error"`
-		Message *struct {
-			Subject  string `json:"subject"`
-			Sequence uint64 `json:"seq"`
-			Header   []byte `json:"hdrs"`
-			Data     []byte `json:"data"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return nil, fmt.Errorf("stream: message get: %w", err)
-	}
-	if r.Error != nil {
-		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return nil, errNoMsg
-		}
-		return nil, r.Error
-	}
-	if r.Message == nil {
-		return nil, fmt.Errorf("stream: message get: empty response")
-	}
-	m := &storedMsg{Subject: r.Message.Subject, Seq: r.Message.Sequence, Data: r.Message.Data}
-	if len(r.Message.Header) > 0 {
-		if m.Header, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
-			return nil, fmt.Errorf("stream: message get: %w", err)
-		}
-	}
-	return m, nil
+	return b.getStreamMsg(ctx, StreamRollouts, seq, lastFor, nextFor)
 }
 
 // Tail is the last message of a rollout on the bus.

@@ -60,7 +60,10 @@ func (b *Bus) MailPending(ctx context.Context, to, msgID string) (bool, error) {
 	}
 }
 
-// getStreamMsg is getMsg on any stream.
+// getStreamMsg reads one message of a stream with the STREAM.MSG.GET API,
+// which the stream leader answers (a direct get may be served by a lagging
+// replica): by sequence, the last of a subject, or the next of a subject
+// from a sequence.
 func (b *Bus) getStreamMsg(ctx context.Context, stream string, seq uint64, lastFor, nextFor string) (*storedMsg, error) {
 	req := struct {
 		Seq     uint64 `json:"seq,omitempty"`

@@ -255,32 +255,29 @@ func (c *Corpus) Locate(id string, viewOff int64) (string, int64, int64, error) 
 	if err != nil {
 		return "", 0, 0, err
 	}
-	defer cur.Close()
 	li := 0
 	var last rollout.Entry
-	for {
-		e, err := cur.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		var ce *rollout.CorruptionError
-		if errors.As(err, &ce) {
-			continue
-		}
-		if err != nil {
-			return "", 0, 0, err
-		}
+	var hit *rollout.Entry
+	err = rollout.Scan(cur, nil, func(e rollout.Entry) (bool, error) {
 		for li+1 < len(leaves) && e.Offset >= leaves[li+1].Start {
 			li++
 		}
-		if e.Offset == viewOff {
-			l := leaves[li]
-			return l.Rollout, e.Ordinal, l.From + e.Offset - l.Start, nil
-		}
-		if e.Offset > viewOff {
-			return "", 0, 0, fmt.Errorf("rollout %s: view offset %d is not a record start", id, viewOff)
+		switch {
+		case e.Offset == viewOff:
+			hit = &e
+			return false, nil
+		case e.Offset > viewOff:
+			return false, fmt.Errorf("rollout %s: view offset %d is not a record start", id, viewOff)
 		}
 		last = e
+		return true, nil
+	})
+	if err != nil {
+		return "", 0, 0, err
+	}
+	if hit != nil {
+		l := leaves[li]
+		return l.Rollout, hit.Ordinal, l.From + hit.Offset - l.Start, nil
 	}
 	if last.Size == 0 || last.End() != viewOff {
 		return "", 0, 0, fmt.Errorf("rollout %s: view offset %d is beyond the view", id, viewOff)

@@ -1,9 +1,7 @@
 package tree
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"sort"
 
 	"github.com/logbook-agents/logbook/internal/dedupe"
@@ -212,18 +210,7 @@ func (c *Corpus) viewOrigins(id string) []dedupe.Origin {
 	if view, leaves, err := c.View(id); err == nil {
 		if cur, err := view.Forward(0); err == nil {
 			li := 0
-			for {
-				e, err := cur.Next()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				var ce *rollout.CorruptionError
-				if errors.As(err, &ce) {
-					continue
-				}
-				if err != nil {
-					break
-				}
+			_ = rollout.Scan(cur, nil, func(e rollout.Entry) (bool, error) {
 				for li+1 < len(leaves) && e.Offset >= leaves[li+1].Start {
 					li++
 				}
@@ -232,8 +219,8 @@ func (c *Corpus) viewOrigins(id string) []dedupe.Origin {
 					ord = int64(e.Line)
 				}
 				out = append(out, dedupe.Origin{Rollout: leaves[li].Rollout, Ordinal: ord})
-			}
-			cur.Close()
+				return true, nil
+			})
 		}
 	}
 	c.origins[id] = out

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
@@ -156,24 +155,14 @@ func viewEntries(view rollout.Log) ([]rollout.Entry, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	defer cur.Close()
 	var out []rollout.Entry
 	var end int64
-	for {
-		e, err := cur.Next()
-		if errors.Is(err, io.EOF) {
-			return out, end, nil
-		}
-		var ce *rollout.CorruptionError
-		if errors.As(err, &ce) {
-			continue
-		}
-		if err != nil {
-			return nil, 0, err
-		}
+	err = rollout.Scan(cur, nil, func(e rollout.Entry) (bool, error) {
 		out = append(out, e)
 		end = e.End()
-	}
+		return true, nil
+	})
+	return out, end, err
 }
 
 // forkPoint finds where a prefix ends and the turn that is open there (in
