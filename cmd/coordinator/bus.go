@@ -68,6 +68,18 @@ func (f *busFlags) connect(ctx context.Context) (*stream.Bus, func(), error) {
 	return bus, func() { nc.Drain() }, nil
 }
 
+// open gives a command a context bounded by timeout and the bus; done
+// closes both.
+func (f *busFlags) open(cmd *cobra.Command, timeout time.Duration) (context.Context, *stream.Bus, func(), error) {
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	bus, closeBus, err := f.connect(ctx)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, bus, func() { closeBus(); cancel() }, nil
+}
+
 // holder names this process in leases: user@host/pid.
 func holder(role string) string {
 	name := "unknown"

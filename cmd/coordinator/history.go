@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -47,13 +46,11 @@ error, 2 for a usage error.`,
   coordinator fork 01JD7... --before-turn t3 --mode reference --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), bf.timeout)
-			defer cancel()
-			bus, closeBus, err := bf.connect(ctx)
+			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
 				return err
 			}
-			defer closeBus()
+			defer done()
 			src, err := ops.Load(ctx, bus, args[0])
 			if err != nil {
 				return err
@@ -118,13 +115,11 @@ an error (an active thread, a paginated one), 2 for a usage error.`,
 			if err != nil || n < 1 {
 				return fmt.Errorf("the number of user turns must be a whole number, at least 1 (got %q)", args[1])
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), bf.timeout)
-			defer cancel()
-			bus, closeBus, err := bf.connect(ctx)
+			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
 				return err
 			}
-			defer closeBus()
+			defer done()
 			res, err := ops.Rollback(ctx, bus, args[0], n, holder("rollback"))
 			if err != nil {
 				return err
@@ -160,13 +155,11 @@ error (the thread moved on meanwhile: try again), 2 for a usage error.`,
 		Example: `  coordinator revert 01JD7... --before-turn t3`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), bf.timeout)
-			defer cancel()
-			bus, closeBus, err := bf.connect(ctx)
+			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
 				return err
 			}
-			defer closeBus()
+			defer done()
 			res, err := ops.Revert(ctx, bus, args[0], before)
 			if err != nil {
 				return err

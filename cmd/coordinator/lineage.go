@@ -78,3 +78,15 @@ func (f *sourceFlags) leases(ctx context.Context) (func(string) bool, func()) {
 		return err == nil && info != nil && time.Now().Before(info.Expires)
 	}, closeBus
 }
+
+// build reads the chosen rollouts and builds their tree, with live leases
+// when a coordinator serves the data dir.
+func (f *sourceFlags) build(ctx context.Context) (*tree.Tree, error) {
+	c, _, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	active, done := f.leases(ctx)
+	defer done()
+	return tree.Build(c, tree.Options{Active: active}), nil
+}

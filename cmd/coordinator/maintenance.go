@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,13 +33,11 @@ usage error.`,
   coordinator gc --data /var/lib/logbook`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), bf.timeout)
-			defer cancel()
-			bus, closeBus, err := bf.connect(ctx)
+			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
 				return err
 			}
-			defer closeBus()
+			defer done()
 			mirror := ""
 			if dir, err := bf.dataDir(); err == nil {
 				mirror = filepath.Join(dir, "rollouts")
@@ -98,13 +95,11 @@ Needs a serving coordinator (the bus). Exit status: 0 when every file imported
 		Example: `  coordinator import ~/.codex/sessions`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), bf.timeout*30)
-			defer cancel()
-			bus, closeBus, err := bf.connect(ctx)
+			ctx, bus, done, err := bf.open(cmd, bf.timeout*30)
 			if err != nil {
 				return err
 			}
-			defer closeBus()
+			defer done()
 			var bar *progressbar.ProgressBar
 			progress := func(done, total int) {
 				if bar == nil {

@@ -53,13 +53,11 @@ error.`,
   coordinator resume 01JD7... --retry-proven-not-executed --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), bf.timeout)
-			defer cancel()
-			bus, closeBus, err := bf.connect(ctx)
+			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
 				return err
 			}
-			defer closeBus()
+			defer done()
 			thread := args[0]
 			in := cmd.InOrStdin()
 			interactive := false
@@ -183,13 +181,11 @@ Exit status: 0 when recorded, 1 on an error, 2 for a usage error.`,
 			if (rec.CallID == "") == (rec.MsgID == "") {
 				return errors.New("give exactly one of --call ID or --msg ID")
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), bf.timeout)
-			defer cancel()
-			bus, closeBus, err := bf.connect(ctx)
+			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
 				return err
 			}
-			defer closeBus()
+			defer done()
 			if rec.By == "" {
 				rec.By = "person:" + userName()
 			}

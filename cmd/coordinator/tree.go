@@ -38,13 +38,10 @@ a usage error.`,
   coordinator tree --data /var/lib/logbook THREAD --json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, _, err := src.load()
+			t, err := src.build(cmd.Context())
 			if err != nil {
 				return err
 			}
-			active, done := src.leases(cmd.Context())
-			defer done()
-			t := tree.Build(c, tree.Options{Active: active})
 			roots := t.Roots
 			if len(args) == 1 {
 				n := t.Node(args[0])

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/logbook-agents/logbook/internal/dedupe"
-	"github.com/logbook-agents/logbook/internal/tree"
 )
 
 func newUnconfirmedCmd() *cobra.Command {
@@ -34,13 +33,10 @@ rollouts cannot be read, 2 for a usage error.`,
   coordinator unconfirmed --data /var/lib/logbook --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, _, err := src.load()
+			t, err := src.build(cmd.Context())
 			if err != nil {
 				return err
 			}
-			active, done := src.leases(cmd.Context())
-			defer done()
-			t := tree.Build(c, tree.Options{Active: active})
 			var pending []dedupe.Delivery
 			for _, d := range t.Deliveries {
 				if d.State != dedupe.Confirmed {

@@ -77,7 +77,7 @@ func Resume(ctx context.Context, bus *stream.Bus, thread string, opt ResumeOptio
 	if pr == nil {
 		pr = noProber{}
 	}
-	if rep.Findings, err = plan.Probe(ctx, pr, busMail{bus}); err != nil {
+	if rep.Findings, err = plan.Probe(ctx, pr, &busMail{bus: bus, views: map[string]rollout.Log{}}); err != nil {
 		return nil, err
 	}
 
@@ -133,24 +133,35 @@ func (noProber) Probe(context.Context, Question) (Answer, error) {
 	return Answer{Outcome: rollout.OutcomeUnknown, Evidence: "no prober was configured", By: "probe:none"}, nil
 }
 
-// busMail looks sends up on the bus.
-type busMail struct{ bus *stream.Bus }
+// busMail looks sends up on the bus; it reads each receiver once per resume.
+type busMail struct {
+	bus   *stream.Bus
+	views map[string]rollout.Log // receiver thread -> its current view; nil: never wrote a line
+}
 
-func (m busMail) Pending(ctx context.Context, to, msgID string) (bool, error) {
+func (m *busMail) Pending(ctx context.Context, to, msgID string) (bool, error) {
 	return m.bus.MailPending(ctx, to, msgID)
 }
 
 // Received reads the receiver's current view from the bus for a receipt.
-func (m busMail) Received(ctx context.Context, to, msgID string) (bool, error) {
-	src, err := ops.Load(ctx, m.bus, to)
-	if errors.Is(err, ops.ErrNoThread) {
-		return false, nil // the receiver never wrote a line
+func (m *busMail) Received(ctx context.Context, to, msgID string) (bool, error) {
+	view, ok := m.views[to]
+	if !ok {
+		src, err := ops.Load(ctx, m.bus, to)
+		switch {
+		case errors.Is(err, ops.ErrNoThread): // the receiver never wrote a line
+		case err != nil:
+			return false, err
+		default:
+			view = src.View
+		}
+		m.views[to] = view
 	}
-	if err != nil {
-		return false, err
+	if view == nil {
+		return false, nil
 	}
 	found := false
-	err = eachEvent(src.View, rollout.EventInterAgentReceived, func(r *rollout.Record) bool {
+	err := eachEvent(view, rollout.EventInterAgentReceived, func(r *rollout.Record) bool {
 		id, _ := rollout.LookupString(r.Payload, "msg_id")
 		found = id == msgID
 		return !found

@@ -139,15 +139,11 @@ func CorpusFromBus(ctx context.Context, bus *stream.Bus, threads ...string) (*tr
 		if err != nil {
 			return nil, err
 		}
-		for id := range src.Corpus.Rollouts {
+		for id, r := range src.Corpus.Rollouts {
 			if _, ok := c.Rollouts[id]; ok {
 				continue
 			}
-			mem, err := ReadRollout(ctx, bus, id)
-			if err != nil {
-				return nil, err
-			}
-			if err := c.Add(mem); err != nil {
+			if err := c.Add(r.Log); err != nil { // already read from the bus by Load
 				return nil, err
 			}
 		}
