@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/logbook-agents/logbook/internal/stream"
@@ -28,7 +27,7 @@ type busFlags struct {
 func (f *busFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.data, "data", "", "the data dir of the serving coordinator (`DIR`; its nats.url names the bus); default $LOGBOOK_DATA, else ~/.logbook")
 	cmd.Flags().StringVar(&f.natsURL, "nats", "", "connect to this NATS `URL` instead of the data dir's nats.url")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "give up after this long")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "bound the whole command (every bus call and retry within it) by this `DURATION`")
 }
 
 // dataDir is --data or the default.
@@ -56,7 +55,7 @@ func (f *busFlags) connect(ctx context.Context) (*stream.Bus, func(), error) {
 		}
 		url = strings.TrimSpace(string(b))
 	}
-	nc, err := nats.Connect(url, nats.Name("coordinator cli"), nats.Timeout(5*time.Second))
+	nc, err := stream.Dial(url, "coordinator cli", nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot reach the bus at %s: %w (is the coordinator running?)", url, err)
 	}

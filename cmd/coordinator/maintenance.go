@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -95,7 +96,7 @@ Needs a serving coordinator (the bus). Exit status: 0 when every file imported
 		Example: `  coordinator import ~/.codex/sessions`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, bus, done, err := bf.open(cmd, bf.timeout*30)
+			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
 				return err
 			}
@@ -152,6 +153,10 @@ Needs a serving coordinator (the bus). Exit status: 0 when every file imported
 		},
 	}
 	bf.register(cmd)
+	// An import of many files needs longer than one write; --timeout still
+	// bounds the whole command, never each retry.
+	bf.timeout = 30 * time.Minute
+	cmd.Flags().Lookup("timeout").DefValue = bf.timeout.String()
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one result per file as JSON")
 	return cmd
 }

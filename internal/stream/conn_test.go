@@ -1,0 +1,39 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// A call waiting on a server that stops returns within seconds with an
+// error naming the closed connection, not at its own (long) deadline.
+func TestDialLostServerFailsFast(t *testing.T) {
+	ts := startTestServer(t, "")
+	nc, err := Dial(ts.url(), "test", quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	bus := openBus(t, nc, SetupConfig{})
+	ts.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err = bus.Tail(ctx, "0000000000000001")
+	elapsed := time.Since(start)
+	if err == nil {
+		t.Fatal("Tail on a stopped server: no error")
+	}
+	bound := 3 * time.Duration(ReconnectTries) * (ReconnectWait + 100*time.Millisecond)
+	if elapsed > bound {
+		t.Fatalf("Tail on a stopped server took %v (bound %v): %v", elapsed, bound, err)
+	}
+	if !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("Tail on a stopped server: %v, want the connection named", err)
+	}
+	t.Logf("failed after %v: %v", elapsed, err)
+}
