@@ -19,6 +19,7 @@ type Bus struct {
 	threads     jetstream.KeyValue
 	leases      jetstream.KeyValue
 	leaseTTL    time.Duration
+	callTimeout time.Duration
 	recordLimit int
 	log         *slog.Logger
 }
@@ -29,6 +30,10 @@ type Options struct {
 	// accepts; 0 means the server's max payload less a header reserve. It is
 	// capped at that value.
 	RecordLimit int
+	// CallTimeout bounds one attempt of one bus call; 0 means
+	// DefaultCallTimeout. Transient failures are retried within the
+	// caller's context, which bounds the whole operation.
+	CallTimeout time.Duration
 	Logger      *slog.Logger // nil: slog.Default()
 }
 
@@ -38,7 +43,10 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Bus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
 	}
-	b := &Bus{nc: nc, js: js, log: o.Logger}
+	b := &Bus{nc: nc, js: js, log: o.Logger, callTimeout: o.CallTimeout}
+	if b.callTimeout <= 0 {
+		b.callTimeout = DefaultCallTimeout
+	}
 	if b.log == nil {
 		b.log = slog.Default()
 	}

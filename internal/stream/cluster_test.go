@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -113,6 +114,32 @@ func TestFencingCluster(t *testing.T) {
 	t.Run("retry-landed", func(t *testing.T) { retryLanded(t, busA, "r3") })
 	t.Run("dedupe-trap", func(t *testing.T) { dedupeTrap(t, busA, true) })
 	t.Run("leader-killed", func(t *testing.T) { leaderKilled(t, c) })
+	t.Run("quorum-lost", func(t *testing.T) { quorumLost(t, c) })
+}
+
+// quorumLost: with one node of three left, a lease create neither hangs nor
+// retries past its caller's deadline; it fails with ErrBusUnavailable.
+func quorumLost(t *testing.T, c *testCluster) {
+	bus := openBus(t, connect(t, c.url()), SetupConfig{Replicas: 3, LeaseTTL: fenceLeaseTTL})
+	for len(c.nodes) > 1 {
+		for name := range c.nodes {
+			c.kill(name)
+			break
+		}
+	}
+	const deadline = 2 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	_, err := bus.TakeLease(ctx, "quorum-lost-th", LeaseOptions{Holder: "t"})
+	elapsed := time.Since(start)
+	if !errors.Is(err, ErrBusUnavailable) {
+		t.Fatalf("TakeLease without quorum: %v, want ErrBusUnavailable", err)
+	}
+	if elapsed > 3*deadline {
+		t.Fatalf("TakeLease without quorum took %v (deadline %v)", elapsed, deadline)
+	}
+	t.Logf("failed after %v: %v", elapsed.Round(time.Millisecond), err)
 }
 
 func mustStream(t *testing.T, b *Bus, name string) *jetstream.StreamInfo {

@@ -40,6 +40,10 @@ var (
 	// ErrConfigMismatch: an existing stream or bucket has a configuration
 	// that differs from what Logbook needs on a field that matters.
 	ErrConfigMismatch = errors.New("stream: configuration mismatch")
+	// ErrBusUnavailable: a bus call kept failing transiently (no leader, no
+	// responders, timeouts) until the caller's deadline; on a cluster this
+	// means quorum is gone, not a leader election.
+	ErrBusUnavailable = errors.New("stream: bus unavailable")
 )
 
 // FencedError is returned once the writer found another writer's bytes where

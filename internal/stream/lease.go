@@ -80,12 +80,14 @@ func (b *Bus) TakeLease(ctx context.Context, thread string, o LeaseOptions) (*Le
 			return nil, fmt.Errorf("stream: lease of thread %s: still contended after %d attempts", thread, attempt)
 		}
 		start := time.Now()
-		rev, err := b.leases.Create(ctx, thread, val)
+		var rev uint64
+		err := b.retry(ctx, "lease create", func(ctx context.Context) (err error) { rev, err = b.leases.Create(ctx, thread, val); return err })
 		if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("stream: take lease of thread %s: %w", thread, err)
 		}
 		if err != nil {
-			e, gerr := b.leases.Get(ctx, thread)
+			var e jetstream.KeyValueEntry
+			gerr := b.retry(ctx, "lease get", func(ctx context.Context) (err error) { e, err = b.leases.Get(ctx, thread); return err })
 			if errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted) {
 				continue // expired or released meanwhile
 			}
@@ -103,7 +105,10 @@ func (b *Bus) TakeLease(ctx context.Context, thread string, o LeaseOptions) (*Le
 				return nil, &LeaseHeldError{Thread: thread, Holder: cur.Holder, Epoch: cur.Epoch, Expires: cur.Expires}
 			}
 			start = time.Now()
-			rev, err = b.leases.Update(ctx, thread, val, e.Revision())
+			err = b.retry(ctx, "lease update", func(ctx context.Context) (err error) {
+				rev, err = b.leases.Update(ctx, thread, val, e.Revision())
+				return err
+			})
 			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 				continue // renewed or taken meanwhile: look again
 			}
@@ -127,7 +132,8 @@ func (b *Bus) startLease(thread, holder string, rev uint64, taken, renewed time.
 
 // ReadLease returns the current lease of a thread, or nil when there is none.
 func (b *Bus) ReadLease(ctx context.Context, thread string) (*LeaseInfo, error) {
-	e, err := b.leases.Get(ctx, thread)
+	var e jetstream.KeyValueEntry
+	err := b.retry(ctx, "lease get", func(ctx context.Context) (err error) { e, err = b.leases.Get(ctx, thread); return err })
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, nil
 	}
@@ -202,7 +208,11 @@ func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Unlock()
 	now := time.Now()
 	val, _ := json.Marshal(leaseValue{Holder: l.holder, Epoch: l.epoch, Taken: stamp(l.taken), Renewed: stamp(now)})
-	newRev, err := l.bus.leases.Update(ctx, l.thread, val, rev)
+	var newRev uint64
+	err := l.bus.retry(ctx, "lease renew", func(ctx context.Context) (err error) {
+		newRev, err = l.bus.leases.Update(ctx, l.thread, val, rev)
+		return err
+	})
 	mismatch := errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) || isWrongLastSeq(err)
 	if mismatch {
 		// An earlier renewal may have landed with its ack lost: then the key
@@ -276,7 +286,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	if lost != nil {
 		return nil
 	}
-	err := l.bus.leases.Delete(ctx, l.thread, jetstream.LastRevision(rev))
+	err := l.bus.retry(ctx, "lease release", func(ctx context.Context) error {
+		return l.bus.leases.Delete(ctx, l.thread, jetstream.LastRevision(rev))
+	})
 	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !isWrongLastSeq(err) {
 		return fmt.Errorf("stream: release lease of thread %s: %w", l.thread, err)
 	}

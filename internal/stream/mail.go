@@ -71,7 +71,14 @@ func (b *Bus) getStreamMsg(ctx context.Context, stream string, seq uint64, lastF
 		NextFor string `json:"next_by_subj,omitempty"`
 	}{seq, lastFor, nextFor}
 	body, _ := json.Marshal(req)
-	resp, err := b.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+	var resp *nats.Msg
+	err := b.retry(ctx, "get from "+stream, func(ctx context.Context) (err error) {
+		resp, err = b.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
+		if err == nil {
+			err = transientAPIError(resp.Data)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
