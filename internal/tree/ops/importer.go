@@ -134,10 +134,8 @@ func importFile(ctx context.Context, bus *stream.Bus, path, holder string) Impor
 	if err := w.Close(ctx); err != nil {
 		return fail(err)
 	}
-	if _, err := bus.Threads().Create(ctx, im.Thread, []byte(im.Rollout)); err != nil {
-		if e, gerr := bus.Threads().Get(ctx, im.Thread); gerr != nil || len(e.Value()) == 0 {
-			return fail(fmt.Errorf("THREADS %s: %w", im.Thread, err))
-		}
+	if _, err := bus.RecordThread(ctx, im.Thread, im.Rollout); err != nil {
+		return fail(err)
 	}
 	return im
 }

@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/logbook-agents/logbook/internal/replay/gen"
+	"github.com/logbook-agents/logbook/internal/rollout"
+	"github.com/logbook-agents/logbook/internal/stream"
+)
+
+// TestImportRidesLeaderFailover: `coordinator serve --replicas 3` on a
+// three-node cluster, `coordinator import` of a few hundred rollouts, the
+// ROLLOUTS stream leader shut down hard a moment into the import. The import
+// completes (exit 0) and every rollout is on the bus.
+func TestImportRidesLeaderFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three-node cluster and the coordinator binary")
+	}
+	bin := coordinatorBin(t)
+	nodes := startCluster(t)
+	var urls []string
+	for _, ns := range nodes {
+		urls = append(urls, ns.ClientURL())
+	}
+	natsURL := strings.Join(urls, ",")
+
+	src := t.TempDir()
+	const n = 300
+	for s := int64(1); s <= n; s++ {
+		id := fmt.Sprintf("failover-%d", s)
+		recs := gen.All(gen.Config{Seed: s, Records: 20 + int(s%5)*4})
+		if err := os.WriteFile(filepath.Join(src, id+".jsonl"), rollout.MemOf(id, recs).Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	dir := t.TempDir()
+	srv := startChild(t, bin, nil, "serve", "--data", dir, "--nats", natsURL, "--replicas", "3", "--listen", freeAddr(t))
+	if !poll(60*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "nats.url"))
+		return err == nil || srv.exited()
+	}) || srv.exited() {
+		t.Fatalf("coordinator not serving: %v\n%s", srv.err, srv.stderr)
+	}
+
+	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	info := func() *jetstream.StreamInfo {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, stream.StreamRollouts)
+		if err != nil {
+			return nil
+		}
+		return s.CachedInfo()
+	}
+
+	start := time.Now()
+	imp := startChild(t, bin, nil, "import", "--nats", natsURL, "--timeout", "50s", src)
+	if !poll(30*time.Second, func() bool {
+		i := info()
+		return imp.exited() || (i != nil && i.State.Msgs >= 50)
+	}) {
+		t.Fatalf("import published nothing\n%s", imp.stderr)
+	}
+	if imp.exited() {
+		t.Fatalf("import finished before the leader could be killed (%v); make the set larger\n%s", imp.err, imp.stderr)
+	}
+	i := info()
+	leader := i.Cluster.Leader
+	nodes[leader].Shutdown()
+	nodes[leader].WaitForShutdown()
+	t.Logf("shut down ROLLOUTS leader %s at %d messages, %v into the import", leader, i.State.Msgs, time.Since(start).Round(time.Millisecond))
+
+	select {
+	case <-imp.done:
+	case <-time.After(55 * time.Second):
+		t.Fatalf("import still running 55s after the leader was killed\n%s", imp.stderr)
+	}
+	if imp.err != nil {
+		t.Fatalf("import: %v\n%s", imp.err, imp.stderr)
+	}
+	t.Logf("import done in %v", time.Since(start).Round(time.Millisecond))
+
+	// Every rollout is on the bus under the new leader.
+	var subjects int
+	if !poll(20*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, stream.StreamRollouts)
+		if err != nil {
+			return false
+		}
+		si, err := s.Info(ctx, jetstream.WithSubjectFilter("rollout.>"))
+		if err != nil {
+			return false
+		}
+		subjects = len(si.State.Subjects)
+		return subjects == n
+	}) {
+		t.Fatalf("%d of %d rollouts on the bus after the import", subjects, n)
+	}
+	// Not checked here yet: `verify --data` after the failover hangs in the
+	// bus reader's ordered consumer (stream.Reader.Next), which is being
+	// replaced by direct gets.
+}
+
+// startCluster starts three in-process JetStream nodes on OS-chosen ports;
+// the second and third route to the first's cluster address, read back.
+func startCluster(t *testing.T) map[string]*server.Server {
+	t.Helper()
+	nodes := map[string]*server.Server{}
+	var seed string
+	for i := 1; i <= 3; i++ {
+		name := fmt.Sprintf("n%d", i)
+		opts := &server.Options{
+			ServerName: name, Host: "127.0.0.1", Port: -1, NoSigs: true,
+			JetStream: true, StoreDir: t.TempDir(), MaxPayload: stream.EmbeddedMaxPayload,
+			Cluster: server.ClusterOpts{Name: "logbook-e2e", Host: "127.0.0.1", Port: -1},
+		}
+		// JetStream refuses a cluster node without routes; the first node's
+		// route leads nowhere (its peers dial it), the others' to the first.
+		route := "nats://127.0.0.1:1"
+		if seed != "" {
+			route = seed
+		}
+		opts.Routes = server.RoutesFromStr(route)
+		ns, err := server.NewServer(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns.Start()
+		if seed == "" {
+			if !poll(10*time.Second, func() bool { return ns.ClusterAddr() != nil }) {
+				t.Fatalf("node %s: no cluster listener", name)
+			}
+			seed = "nats://" + ns.ClusterAddr().String()
+		}
+		nodes[name] = ns
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	}
+	for name, ns := range nodes {
+		if !ns.ReadyForConnections(30 * time.Second) {
+			t.Fatalf("node %s not ready", name)
+		}
+	}
+	return nodes
+}
