@@ -122,6 +122,27 @@
 // gets through. A writer that stopped (fenced, lease lost, closed) returns
 // its error from every call and keeps the suffix (Unacknowledged).
 //
+// # Timeouts and leader failover
+//
+// Every bus call is bounded. One attempt of a message get or a KV create,
+// update, get or delete waits at most Options.CallTimeout (default
+// DefaultCallTimeout, 5 s); a writer's publish attempt waits at most
+// WriterOptions.PublishTimeout (default 5 s). A transient failure — no
+// responders, a timed-out attempt, an API error with code 503 (no leader,
+// no quorum yet), 10158, 10163 — is retried with backoff (50 ms doubling to
+// 1 s) against whichever node now leads, until the caller's context ends;
+// then it fails with ErrBusUnavailable wrapping the last failure. The
+// caller's context (a command's --timeout) bounds the whole operation, never
+// one attempt. A leader election therefore costs a few retries (a new leader
+// answers within about a second on a LAN); a cluster without quorum fails
+// each caller at its own deadline.
+//
+// Dial connects clients with bounded reconnects: a dial waits at most
+// ConnectTimeout (2 s); a lost connection is retried over every URL given
+// ReconnectTries (10) times, ReconnectWait (250 ms) apart, then the
+// connection is closed and every waiting call fails at once with
+// nats.ErrConnectionClosed (within about 3 s of the server going away).
+//
 // Flush returns once every record appended before the call is acknowledged.
 // EndTurn applies the chapter's two barriers: flush the turn's body, enqueue
 // the terminal record, announce, flush again.
