@@ -29,6 +29,8 @@ type GCResult struct {
 	Removed []GCRollout `json:"removed"`
 	Kept    []GCRollout `json:"kept"`
 	DryRun  bool        `json:"dry_run"`
+	// SkippedPacks counts damaged or foreign messages on the bus gc read past.
+	SkippedPacks int `json:"skipped_packs"`
 }
 
 // rolloutFacts is what gc knows of one rollout, from the bus or the mirror.
@@ -38,6 +40,7 @@ type rolloutFacts struct {
 	references []string // rollouts its history_base or fork_copy names
 	onBus      bool
 	files      []string
+	unreadable string // why gc could not tell what this rollout is: it stays
 }
 
 // GC removes old rollouts nothing refers to: sealed ones (replaced by a
@@ -47,6 +50,7 @@ type rolloutFacts struct {
 // removed rollout is purged from the bus and its mirror files deleted.
 func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*GCResult, error) {
 	facts := map[string]*rolloutFacts{}
+	skippedPacks := 0
 	get := func(id string) *rolloutFacts {
 		if facts[id] == nil {
 			facts[id] = &rolloutFacts{}
@@ -65,14 +69,24 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 		id := strings.TrimPrefix(subj, stream.RolloutSubject(""))
 		f := get(id)
 		f.onBus = true
-		meta, err := firstMeta(ctx, bus, id)
+		meta, skipped, err := firstMeta(ctx, bus, id)
+		skippedPacks += skipped
+		if errors.Is(err, errNoMeta) {
+			f.unreadable = "no readable session_meta on the bus"
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("ops: gc: rollout %s on the bus: %w", id, err)
 		}
 		f.thread, f.references = meta.ID, references(meta)
 		last, _, err := bus.LastRecord(ctx, id)
-		if err != nil {
-			return nil, err
+		var pe *stream.PackError
+		switch {
+		case errors.As(err, &pe):
+			skippedPacks++
+			f.unreadable = "its last message on the bus is damaged (" + pe.Error() + ")"
+		case err != nil:
+			return nil, fmt.Errorf("ops: gc: rollout %s on the bus: %w", id, err)
 		}
 		f.sealed = last.Type == rollout.TypeEventMsg && last.EventKind() == rollout.EventRolloutSealed
 	}
@@ -96,7 +110,7 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 			}
 		}
 	}
-	res := &GCResult{DryRun: dryRun}
+	res := &GCResult{DryRun: dryRun, SkippedPacks: skippedPacks}
 	ids := make([]string, 0, len(facts))
 	for id := range facts {
 		ids = append(ids, id)
@@ -106,6 +120,8 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 		f := facts[id]
 		cur, hasPointer := pointers[f.thread]
 		switch {
+		case f.unreadable != "":
+			res.Kept = append(res.Kept, GCRollout{id, f.thread, "unreadable: " + f.unreadable})
 		case referenced[id] != "" && (f.sealed || hasPointer && cur != id):
 			res.Kept = append(res.Kept, GCRollout{id, f.thread, "old, but rollout " + referenced[id] + " references it"})
 		case referenced[id] != "":
@@ -145,20 +161,33 @@ func references(m rollout.SessionMeta) []string {
 	return out
 }
 
-// firstMeta reads a rollout's canonical session_meta from the bus.
-func firstMeta(ctx context.Context, bus *stream.Bus, id string) (rollout.SessionMeta, error) {
+var errNoMeta = errors.New("ops: gc: no session_meta")
+
+// firstMeta reads a rollout's canonical session_meta from the bus, skipping
+// (and counting) damaged messages before it.
+func firstMeta(ctx context.Context, bus *stream.Bus, id string) (rollout.SessionMeta, int, error) {
 	r, err := bus.ReadRollout(ctx, id, 1)
 	if err != nil {
-		return rollout.SessionMeta{}, err
+		return rollout.SessionMeta{}, 0, err
 	}
 	defer r.Close()
+	skipped := 0
 	for {
 		e, err := r.Next(ctx)
+		var pe *stream.PackError
+		if errors.As(err, &pe) {
+			skipped++
+			continue // Next has moved past it
+		}
+		if errors.Is(err, io.EOF) {
+			return rollout.SessionMeta{}, skipped, errNoMeta
+		}
 		if err != nil {
-			return rollout.SessionMeta{}, err
+			return rollout.SessionMeta{}, skipped, err
 		}
 		if e.Record.Type == rollout.TypeSessionMeta {
-			return rollout.Decode[rollout.SessionMeta](&e.Record)
+			m, err := rollout.Decode[rollout.SessionMeta](&e.Record)
+			return m, skipped, err
 		}
 	}
 }
@@ -186,53 +215,51 @@ func mirrorFacts(dir string, get func(string) *rolloutFacts) error {
 		}
 		log, err := rollout.OpenFile(path)
 		if err != nil {
-			continue
+			return fmt.Errorf("ops: gc: mirror file %s: %w", path, err)
 		}
-		if m, sealed, err := fileFacts(log); err == nil {
-			if f.thread == "" {
-				f.thread = m.ID
-			}
-			f.references = append(f.references, references(m)...)
-			f.sealed = f.sealed || sealed
+		m, sealed, err := fileFacts(log)
+		if err != nil {
+			return fmt.Errorf("ops: gc: mirror file %s: %w", path, err)
 		}
+		if f.thread == "" {
+			f.thread = m.ID
+		}
+		f.references = append(f.references, references(m)...)
+		f.sealed = f.sealed || sealed
 	}
 	return nil
 }
 
+// fileFacts reads a mirror file's session_meta and whether its last record
+// seals it. Damaged lines are skipped; any other read error is returned.
 func fileFacts(log rollout.Log) (rollout.SessionMeta, bool, error) {
 	var meta rollout.SessionMeta
 	cur, err := log.Forward(0)
 	if err != nil {
 		return meta, false, err
 	}
-	found := false
-	for !found {
-		e, err := cur.Next()
-		if errors.Is(err, io.EOF) {
-			break
+	err = rollout.Scan(cur, nil, func(e rollout.Entry) (bool, error) {
+		if e.Type != rollout.TypeSessionMeta {
+			return true, nil
 		}
+		m, err := rollout.Decode[rollout.SessionMeta](&e.Record)
 		if err != nil {
-			continue
+			return true, nil
 		}
-		if e.Type == rollout.TypeSessionMeta {
-			meta, err = rollout.Decode[rollout.SessionMeta](&e.Record)
-			found = err == nil
-		}
+		meta = m
+		return false, nil
+	})
+	if err != nil {
+		return meta, false, err
 	}
-	cur.Close()
 	back, err := log.Backward()
 	if err != nil {
 		return meta, false, err
 	}
-	defer back.Close()
-	for {
-		e, err := back.Next()
-		if errors.Is(err, io.EOF) {
-			return meta, false, nil
-		}
-		if err != nil {
-			continue
-		}
-		return meta, e.Type == rollout.TypeEventMsg && e.EventKind() == rollout.EventRolloutSealed, nil
-	}
+	sealed := false
+	err = rollout.Scan(back, nil, func(e rollout.Entry) (bool, error) {
+		sealed = e.Type == rollout.TypeEventMsg && e.EventKind() == rollout.EventRolloutSealed
+		return false, nil
+	})
+	return meta, sealed, err
 }
