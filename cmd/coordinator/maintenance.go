@@ -59,10 +59,13 @@ usage error.`,
 				fmt.Fprintf(w, "  %s (thread %s): %s\n", r.ID, orDash(r.Thread), r.Reason)
 			}
 			if len(res.Kept) > 0 {
-				fmt.Fprintf(w, "Kept: %d old rollouts still referenced\n", len(res.Kept))
+				fmt.Fprintf(w, "Kept: %d old or unreadable rollouts\n", len(res.Kept))
 				for _, r := range res.Kept {
 					fmt.Fprintf(w, "  %s (thread %s): %s\n", r.ID, orDash(r.Thread), r.Reason)
 				}
+			}
+			if res.SkippedPacks > 0 {
+				fmt.Fprintf(w, "Skipped: %d damaged or foreign messages on the bus\n", res.SkippedPacks)
 			}
 			return nil
 		},
