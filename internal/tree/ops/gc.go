@@ -41,6 +41,7 @@ type rolloutFacts struct {
 	onBus      bool
 	files      []string
 	unreadable string // why gc could not tell what this rollout is: it stays
+	successor  string // the rollout its rollout_sealed names
 }
 
 // GC removes old rollouts nothing refers to: sealed ones (replaced by a
@@ -89,6 +90,9 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 			return nil, fmt.Errorf("ops: gc: rollout %s on the bus: %w", id, err)
 		}
 		f.sealed = last.Type == rollout.TypeEventMsg && last.EventKind() == rollout.EventRolloutSealed
+		if f.sealed {
+			f.successor, _ = rollout.LookupString(last.Payload, "successor_rollout_id")
+		}
 	}
 	if mirrorDir != "" {
 		if err := mirrorFacts(mirrorDir, get); err != nil {
@@ -131,6 +135,7 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 			res.Removed = append(res.Removed, GCRollout{id, f.thread, "not the current rollout of " + f.thread + " (an abandoned revert), referenced by nothing"})
 		}
 	}
+	keepChains(res, facts)
 	if dryRun {
 		return res, nil
 	}
@@ -148,6 +153,39 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 		}
 	}
 	return res, nil
+}
+
+// keepChains keeps every rollout a reader reaches by following seals from a
+// rollout that stays: removing the middle of a chain (two chained reverts)
+// would leave the first one sealed in favour of nothing.
+func keepChains(res *GCResult, facts map[string]*rolloutFacts) {
+	removed := map[string]int{}
+	for i, r := range res.Removed {
+		removed[r.ID] = i
+	}
+	for changed := true; changed; {
+		changed = false
+		for id, f := range facts {
+			if _, gone := removed[id]; gone || f.successor == "" {
+				continue
+			}
+			if i, ok := removed[f.successor]; ok {
+				r := res.Removed[i]
+				r.Reason = "on the seal chain of rollout " + id + ", which stays"
+				res.Kept = append(res.Kept, r)
+				delete(removed, f.successor)
+				changed = true
+			}
+		}
+	}
+	out := res.Removed[:0]
+	for _, r := range res.Removed {
+		if _, ok := removed[r.ID]; ok {
+			out = append(out, r)
+		}
+	}
+	res.Removed = out
+	sort.Slice(res.Kept, func(i, j int) bool { return res.Kept[i].ID < res.Kept[j].ID })
 }
 
 func references(m rollout.SessionMeta) []string {
@@ -217,7 +255,7 @@ func mirrorFacts(dir string, get func(string) *rolloutFacts) error {
 		if err != nil {
 			return fmt.Errorf("ops: gc: mirror file %s: %w", path, err)
 		}
-		m, sealed, err := fileFacts(log)
+		m, succ, err := fileFacts(log)
 		if err != nil {
 			return fmt.Errorf("ops: gc: mirror file %s: %w", path, err)
 		}
@@ -225,18 +263,21 @@ func mirrorFacts(dir string, get func(string) *rolloutFacts) error {
 			f.thread = m.ID
 		}
 		f.references = append(f.references, references(m)...)
-		f.sealed = f.sealed || sealed
+		if succ != "" {
+			f.sealed, f.successor = true, succ
+		}
 	}
 	return nil
 }
 
-// fileFacts reads a mirror file's session_meta and whether its last record
-// seals it. Damaged lines are skipped; any other read error is returned.
-func fileFacts(log rollout.Log) (rollout.SessionMeta, bool, error) {
+// fileFacts reads a mirror file's session_meta and, when its last record
+// seals it, the successor it names. Damaged lines are skipped; any other read
+// error is returned.
+func fileFacts(log rollout.Log) (rollout.SessionMeta, string, error) {
 	var meta rollout.SessionMeta
 	cur, err := log.Forward(0)
 	if err != nil {
-		return meta, false, err
+		return meta, "", err
 	}
 	err = rollout.Scan(cur, nil, func(e rollout.Entry) (bool, error) {
 		if e.Type != rollout.TypeSessionMeta {
@@ -250,16 +291,18 @@ func fileFacts(log rollout.Log) (rollout.SessionMeta, bool, error) {
 		return false, nil
 	})
 	if err != nil {
-		return meta, false, err
+		return meta, "", err
 	}
 	back, err := log.Backward()
 	if err != nil {
-		return meta, false, err
+		return meta, "", err
 	}
-	sealed := false
+	succ := ""
 	err = rollout.Scan(back, nil, func(e rollout.Entry) (bool, error) {
-		sealed = e.Type == rollout.TypeEventMsg && e.EventKind() == rollout.EventRolloutSealed
+		if e.Type == rollout.TypeEventMsg && e.EventKind() == rollout.EventRolloutSealed {
+			succ, _ = rollout.LookupString(e.Payload, "successor_rollout_id")
+		}
 		return false, nil
 	})
-	return meta, sealed, err
+	return meta, succ, err
 }

@@ -311,3 +311,39 @@ func TestGCJunkOnBus(t *testing.T) {
 		t.Fatalf("gc --dry-run: %+v", res)
 	}
 }
+
+// Two chained reverts: the middle rollout is sealed and may be referenced by
+// nothing, but the first one's seal names it; gc keeps the whole chain and the
+// tree stays clean.
+func TestGCChainedReverts(t *testing.T) {
+	bus := newBus(t)
+	ctx := ctxT(t)
+	newAgent(t, bus.Bus, "C", "rC1", rollout.HistoryPaginated).turn("t1", true).turn("t2", true).turn("t3", true).stop()
+	r1, err := Revert(ctx, bus.Bus, "C", "t3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Revert(ctx, bus.Bus, "C", "t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := GC(ctx, bus.Bus, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Removed {
+		t.Errorf("gc removed %s (%s); chain %s -> %s", r.ID, r.Reason, r1.Sealed, r2.Sealed)
+	}
+	for _, id := range []string{r1.Sealed, r2.Sealed} {
+		if tail, _ := bus.Tail(ctx, id); tail.Seq == 0 {
+			t.Errorf("rollout %s is gone from the bus", id)
+		}
+	}
+	src, err := Load(ctx, bus.Bus, "C")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := replay.Fast(src.View, replay.Options{}); err != nil || len(texts(st)) != 2 {
+		t.Errorf("the thread after gc: %v %v", err, texts(st))
+	}
+}
