@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"path/filepath"
-	"sort"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
@@ -37,21 +34,11 @@ type Imported struct {
 // learns each new thread's rollout. progress (may be nil) is called after
 // each file.
 func Import(ctx context.Context, bus *stream.Bus, dir, holder string, progress func(done, total int)) ([]Imported, error) {
-	var paths []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() && tree.IsRolloutFile(d.Name()) {
-			paths = append(paths, p)
-		}
-		return nil
-	})
+	var out []Imported
+	paths, err := tree.RolloutFiles(dir, func(p, why string) { out = append(out, Imported{Path: p, Err: "skipped: " + why}) })
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(paths)
-	var out []Imported
 	for i, p := range paths {
 		im := importFile(ctx, bus, p, holder)
 		out = append(out, im)
