@@ -83,7 +83,8 @@ func TestImportRefusesBadInput(t *testing.T) {
 	b := rollout.Builder{}
 	good := rollout.MemOf("good", []rollout.Record{b.Meta(rollout.SessionMeta{ID: "T1", Cwd: "/"}), b.TaskStarted("a"), b.UserMessage("hi")})
 	bad := `{"timestamp":"2026-11-29T00:00:00.000Z","type":"session_meta","payload":{"id":"bad.id","cwd":"/","source":"cli"}}` + "\n"
-	for name, data := range map[string][]byte{"good.jsonl": good.Bytes(), "bad.jsonl": []byte(bad)} {
+	negative := `{"timestamp":"2026-11-29T00:00:00.000Z","type":"session_meta","payload":{"id":"neg","cwd":"/","source":"cli","schema_version":-5}}` + "\n"
+	for name, data := range map[string][]byte{"good.jsonl": good.Bytes(), "bad.jsonl": []byte(bad), "negative.jsonl": []byte(negative)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -101,6 +102,10 @@ func TestImportRefusesBadInput(t *testing.T) {
 		case "bad.jsonl":
 			if !strings.Contains(im.Err, "session_meta.id") {
 				t.Errorf("bad: %+v", im)
+			}
+		case "negative.jsonl":
+			if !strings.Contains(im.Err, "schema_version -5") || im.Published != 0 {
+				t.Errorf("schema_version -5 imported: %+v", im)
 			}
 		}
 	}
