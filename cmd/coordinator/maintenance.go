@@ -154,6 +154,9 @@ while a coordinator serves it, since it deletes mirror files. Exit status: 0 whe
 						if im.Damaged > 0 {
 							fmt.Fprintf(w, " (%s skipped)", plural(im.Damaged, "damaged line", "damaged lines"))
 						}
+						if im.TornTail != "" {
+							fmt.Fprintf(w, " (last line skipped as a torn tail: %s)", im.TornTail)
+						}
 						fmt.Fprintln(w)
 					}
 				}

@@ -131,3 +131,24 @@ func firstDiff(a, b string) string {
 	}
 	return "lengths differ"
 }
+
+// A 100,000-deep nested last line is left out as a torn tail, and import
+// says so instead of dropping it without a word.
+func TestImportSaysTornTail(t *testing.T) {
+	bus := newBus(t)
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	b := rollout.Builder{}
+	good := rollout.MemOf("deep", []rollout.Record{b.Meta(rollout.SessionMeta{ID: "D1", Cwd: "/"}), b.TaskStarted("a")})
+	deep := `{"type":"event_msg","payload":{"type":"x","v":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + "}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "deep.jsonl"), append(good.Bytes(), deep...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Import(ctx, bus.Bus, dir, "import-test", nil)
+	if err != nil || len(got) != 1 {
+		t.Fatal(got, err)
+	}
+	if im := got[0]; im.Err != "" || im.Published != 2 || !strings.Contains(im.TornTail, "line 3") || !strings.Contains(im.TornTail, "nested too deeply") {
+		t.Errorf("import of a deep last line: %+v", im)
+	}
+}
