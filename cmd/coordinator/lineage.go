@@ -18,9 +18,11 @@ import (
 type sourceFlags struct {
 	rollouts string
 	data     string
+	cmd      *cobra.Command // where load's warnings go (its stderr)
 }
 
 func (f *sourceFlags) register(cmd *cobra.Command) {
+	f.cmd = cmd
 	cmd.Flags().StringVar(&f.rollouts, "rollouts", "", "read every rollout file under `DIR` (recursive; .jsonl and .jsonl.zst), e.g. ~/.codex/sessions; no server, no index")
 	cmd.Flags().StringVar(&f.data, "data", "", "read a data dir's mirror (`DIR`/rollouts); default $LOGBOOK_DATA, else ~/.logbook")
 }
@@ -53,6 +55,11 @@ func (f *sourceFlags) load() (*tree.Corpus, string, error) {
 	c, err := tree.LoadDir(dir)
 	if err != nil {
 		return nil, "", err
+	}
+	if f.cmd != nil {
+		for _, w := range c.Warnings {
+			fmt.Fprintln(f.cmd.ErrOrStderr(), "warning:", w)
+		}
 	}
 	return c, dir, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/logbook-agents/logbook/internal/stream/serve"
 	"github.com/logbook-agents/logbook/internal/tree/ops"
 )
 
@@ -28,7 +29,8 @@ JetStream and the mirror's files, never against the index, which may lag.
 A removed rollout is purged from the bus and its mirror files are deleted.
 --dry-run lists what would go and removes nothing.
 
-Needs a serving coordinator (the bus). Exit status: 0, 1 on an error, 2 for a
+Needs the bus, and (without --dry-run) the data dir to itself: gc refuses
+while a coordinator serves it, since it deletes mirror files. Exit status: 0, 1 on an error, 2 for a
 usage error.`,
 		Example: `  coordinator gc --dry-run
   coordinator gc --data /var/lib/logbook`,
@@ -42,6 +44,14 @@ usage error.`,
 			mirror := ""
 			if dir, err := bf.dataDir(); err == nil {
 				mirror = filepath.Join(dir, "rollouts")
+				if _, err := os.Stat(dir); err == nil && !dryRun {
+					// gc deletes mirror files: never behind a serving coordinator's back.
+					lock, err := serve.TakeLock(dir)
+					if err != nil {
+						return fmt.Errorf("%w; gc deletes mirror files, so stop the coordinator serving %s first (--dry-run works while it serves)", err, dir)
+					}
+					defer lock.Release()
+				}
 			}
 			res, err := ops.GC(ctx, bus, mirror, dryRun)
 			if err != nil {
@@ -60,10 +70,13 @@ usage error.`,
 				fmt.Fprintf(w, "  %s (thread %s): %s\n", r.ID, orDash(r.Thread), r.Reason)
 			}
 			if len(res.Kept) > 0 {
-				fmt.Fprintf(w, "Kept: %d old rollouts still referenced\n", len(res.Kept))
+				fmt.Fprintf(w, "Kept: %d old or unreadable rollouts\n", len(res.Kept))
 				for _, r := range res.Kept {
 					fmt.Fprintf(w, "  %s (thread %s): %s\n", r.ID, orDash(r.Thread), r.Reason)
 				}
+			}
+			if res.SkippedPacks > 0 {
+				fmt.Fprintf(w, "Skipped: %d damaged or foreign messages on the bus\n", res.SkippedPacks)
 			}
 			return nil
 		},
@@ -91,7 +104,8 @@ record and only a missing suffix is published; a rollout that differs from the
 bus copy is reported and left alone. Each new thread's rollout is recorded in
 THREADS. A progress bar shows on a terminal.
 
-Needs a serving coordinator (the bus). Exit status: 0 when every file imported
+Needs the bus, and (without --dry-run) the data dir to itself: gc refuses
+while a coordinator serves it, since it deletes mirror files. Exit status: 0 when every file imported
 (or was already there), 1 when any file failed, 2 for a usage error.`,
 		Example: `  coordinator import ~/.codex/sessions`,
 		Args:    cobra.ExactArgs(1),
@@ -140,6 +154,9 @@ Needs a serving coordinator (the bus). Exit status: 0 when every file imported
 						fmt.Fprintf(w, "ok      %s: thread %s, rollout %s, %s published", im.Path, im.Thread, im.Rollout, plural(im.Published, "record", "records"))
 						if im.Damaged > 0 {
 							fmt.Fprintf(w, " (%s skipped)", plural(im.Damaged, "damaged line", "damaged lines"))
+						}
+						if im.TornTail != "" {
+							fmt.Fprintf(w, " (last line skipped as a torn tail: %s)", im.TornTail)
 						}
 						fmt.Fprintln(w)
 					}

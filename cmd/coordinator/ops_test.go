@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/logbook-agents/logbook/internal/stream/serve"
 	"github.com/logbook-agents/logbook/internal/stream/streamtest"
 )
 
@@ -63,4 +64,14 @@ func TestLineageCommands(t *testing.T) {
 	runCLI(t, "gc", "--nats", url, "--dry-run").wantOut(t, "Would remove (dry run): 0 rollouts")
 	// No bus: one clear line.
 	runCLI(t, "gc", "--data", t.TempDir()).wantOneLineError(t, "nats.url", "coordinator serve")
+	// A serving coordinator holds the data dir: gc refuses, --dry-run still reads.
+	data := t.TempDir()
+	lock, err := serve.TakeLock(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCLI(t, "gc", "--nats", url, "--data", data).wantOneLineError(t, "data dir in use", "stop the coordinator serving")
+	runCLI(t, "gc", "--nats", url, "--data", data, "--dry-run").wantCode(t, exitOK)
+	lock.Release()
+	runCLI(t, "gc", "--nats", url, "--data", data).wantCode(t, exitOK)
 }

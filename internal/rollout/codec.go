@@ -79,6 +79,10 @@ func DecodeLine(line []byte) (Record, error) {
 	if KnownType(r.Type) && (len(r.Payload) == 0 || r.Payload[0] != '{') {
 		return Record{}, fmt.Errorf("%w: %s payload is not an object", ErrSyntax, r.Type)
 	}
+	if k := duplicateKey(r.Payload); k != nil {
+		// Lookup takes the first copy, encoding/json the last: refuse both.
+		return Record{}, fmt.Errorf("%w: payload: duplicate key %s", ErrSyntax, clip(k))
+	}
 	r.Raw = line
 	return r, nil
 }

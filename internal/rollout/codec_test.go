@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -160,6 +161,9 @@ func TestDecodeLineRefuses(t *testing.T) {
 		{"crc not hex", `{"type":"event_msg",` + p + `,"crc":"abcdefgh"}`},
 		{"duplicate type", `{"type":"event_msg","type":"x",` + p + `}`},
 		{"duplicate payload through an escape", `{"type":"event_msg",` + p + `,"p\u0061yload":{}}`},
+		{"duplicate payload key", `{"type":"event_msg","payload":{"type":"user_message","msg_id":"a.b","msg_id":"okid"}}`},
+		{"duplicate payload key through an escape", `{"type":"event_msg","payload":{"msg_id":"a.b","msg\u005fid":"okid"}}`},
+		{"duplicate payload key after many", `{"type":"x","payload":{` + manyKeys(40) + `,"k7":1}}`},
 		{"invalid escape", `{"type":"event_msg",` + p + `,"x":"\q"}`},
 		{"control character", "{\"type\":\"event_msg\"," + p + ",\"x\":\"a\tb\"}"},
 		{"invalid UTF-8", "{\"type\":\"event_msg\"," + p + ",\"x\":\"\xff\"}"},
@@ -296,5 +300,41 @@ func TestLookup(t *testing.T) {
 		if v := Lookup([]byte(notObj), "a"); v != nil {
 			t.Errorf("Lookup(%q) = %s", notObj, v)
 		}
+	}
+}
+
+func manyKeys(n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i)
+	}
+	return b.String()
+}
+
+// A payload with a duplicate key is damage at its line, as in the envelope.
+func TestPayloadDuplicateKeyLine(t *testing.T) {
+	var b Builder
+	good := b.Meta(SessionMeta{ID: "T", Cwd: "/"})
+	bad := []byte(`{"ordinal":2,"type":"event_msg","payload":{"type":"user_message","msg_id":"a.b","msg_id":"okid"}}` + "\n")
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	if err := os.WriteFile(path, append(good.Encode(), bad...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log, err := OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := log.Forward(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *CorruptionError
+	n := 0
+	err = Scan(cur, func(ce *CorruptionError) error { got = ce; return nil }, func(Entry) (bool, error) { n++; return true, nil })
+	if err != nil || n != 1 || got == nil || got.Line != 2 || !strings.Contains(got.Error(), "duplicate key") {
+		t.Fatalf("records %d, damage %v, err %v", n, got, err)
 	}
 }

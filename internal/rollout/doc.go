@@ -19,7 +19,9 @@
 // Payload bytes are never re-encoded: a Record keeps them as json.RawMessage
 // and a Record decoded from a line re-encodes to exactly that line, unknown
 // envelope fields and their order included. Everything in this paragraph is
-// part of the wire format: do not change it, add to it.
+// part of the wire format: do not change it, add to it. A duplicate key, in
+// the envelope or at the top of the payload (escapes decoded), makes a line
+// invalid: Lookup takes the first copy and encoding/json the last.
 //
 // # Identity
 //

@@ -96,6 +96,9 @@ func (m *SessionMeta) Validate() error {
 			return err
 		}
 	}
+	if m.SchemaVersion < 0 {
+		return fmt.Errorf("rollout: session_meta.schema_version %d is negative (0 and up)", m.SchemaVersion)
+	}
 	switch m.HistoryMode {
 	case "", HistoryLegacy, HistoryPaginated:
 	default:

@@ -340,6 +340,65 @@ func Lookup(obj []byte, key string) []byte {
 	}
 }
 
+// duplicateKey returns the first top-level key of the valid JSON value obj
+// that an earlier key already named (escapes decoded), or nil. Values that are
+// not objects have no keys.
+func duplicateKey(obj []byte) []byte {
+	i := skipWS(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return nil
+	}
+	var keys []string
+	var set map[string]bool
+	i++
+	for {
+		i = skipWS(obj, i)
+		if i >= len(obj) || obj[i] != '"' {
+			return nil
+		}
+		kend := skipStringFast(obj, i)
+		if kend < 0 {
+			return nil
+		}
+		raw := obj[i:kend]
+		k, ok := rawString(raw)
+		if !ok {
+			return nil
+		}
+		if set != nil {
+			if set[k] {
+				return raw
+			}
+			set[k] = true
+		} else {
+			for _, seen := range keys {
+				if seen == k {
+					return raw
+				}
+			}
+			if keys = append(keys, k); len(keys) > 16 { // a set beyond a few keys: never quadratic
+				set = make(map[string]bool, 2*len(keys))
+				for _, seen := range keys {
+					set[seen] = true
+				}
+			}
+		}
+		i = skipWS(obj, kend)
+		if i >= len(obj) || obj[i] != ':' {
+			return nil
+		}
+		vend := skipValueFast(obj, skipWS(obj, i+1))
+		if vend < 0 {
+			return nil
+		}
+		i = skipWS(obj, vend)
+		if i >= len(obj) || obj[i] != ',' {
+			return nil
+		}
+		i++
+	}
+}
+
 // skipStringFast returns the index past the string at b[i] == '"', or -1.
 func skipStringFast(b []byte, i int) int {
 	i++

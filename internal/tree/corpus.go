@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -62,6 +63,7 @@ type Problem struct {
 type Corpus struct {
 	Rollouts map[string]*Rollout
 	Problems []Problem
+	Warnings []string                   // what LoadDir skipped, one line each
 	origins  map[string][]dedupe.Origin // viewOrigins cache
 }
 
@@ -73,16 +75,38 @@ func IsRolloutFile(name string) bool {
 	return strings.HasSuffix(name, ".jsonl") || strings.HasSuffix(name, ".jsonl"+rollout.ZstExt)
 }
 
-// LoadDir reads every rollout file under dir, recursively. Files that are
-// not rollouts, or cannot be read, become problems.
-func LoadDir(dir string) (*Corpus, error) {
-	c := NewCorpus()
+// RolloutFiles lists the rollout files under dir, recursively, sorted. What
+// cannot be read as one is skipped with a one-line warning and the walk goes
+// on: a sub-directory that cannot be listed, and a name that is not a regular
+// file once symlinks are resolved (a FIFO, a device, /dev/zero, a dangling
+// link or a loop), which would otherwise block or never end. Only an
+// unreadable dir itself is an error.
+func RolloutFiles(dir string, warn func(path, why string)) ([]string, error) {
+	if warn == nil {
+		warn = func(string, string) {}
+	}
 	var paths []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			if p == dir {
+				return err
+			}
+			warn(p, unwrapped(err).Error())
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
-		if !d.IsDir() && IsRolloutFile(d.Name()) {
+		if d.IsDir() || !IsRolloutFile(d.Name()) {
+			return nil
+		}
+		st, err := os.Stat(p)
+		switch {
+		case err != nil:
+			warn(p, unwrapped(err).Error())
+		case !st.Mode().IsRegular():
+			warn(p, fmt.Sprintf("not a regular file (%s)", st.Mode().Type()))
+		default:
 			paths = append(paths, p)
 		}
 		return nil
@@ -91,6 +115,27 @@ func LoadDir(dir string) (*Corpus, error) {
 		return nil, err
 	}
 	sort.Strings(paths)
+	return paths, nil
+}
+
+// unwrapped drops the *fs.PathError around err (the path is said already).
+func unwrapped(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// LoadDir reads every rollout file under dir, recursively (RolloutFiles:
+// what it skips is in Warnings). Files that are not rollouts, or cannot be
+// read, become problems.
+func LoadDir(dir string) (*Corpus, error) {
+	c := NewCorpus()
+	paths, err := RolloutFiles(dir, func(p, why string) { c.Warnings = append(c.Warnings, "skipping "+p+": "+why) })
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range paths {
 		f, err := rollout.OpenFile(p)
 		if err != nil {

@@ -10,6 +10,9 @@
 //     --nats URL and embeds nothing;
 //   - runs stream.Setup (idempotent; a mismatching configuration is an error)
 //     and opens the bus, which fixes the record size limit;
+//   - rolls forward half-done reverts (ops.RollForward: a THREADS pointer
+//     naming a sealed rollout is switched to its successor) before the mirror
+//     starts; a thread that cannot be moved is logged and left as it is;
 //   - prepares the mirror (internal/stream/mirror: removes what a crash left
 //     half done), opens the index (internal/index: its watermarks capped at
 //     the mirror files), catches the index up with the mirror files, then

@@ -19,6 +19,7 @@ import (
 
 	"github.com/logbook-agents/logbook/internal/stream"
 	"github.com/logbook-agents/logbook/internal/stream/mirror"
+	"github.com/logbook-agents/logbook/internal/tree/ops"
 )
 
 // Config is what `coordinator serve` runs with.
@@ -116,6 +117,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	bus, err := stream.Open(ctx, nc, stream.Options{Logger: log})
 	if err != nil {
 		return err
+	}
+	// A revert that died between its seal and its THREADS switch is finished
+	// before anyone reads the thread; a thread that cannot be moved is logged
+	// and left as it is (the revert's seal keeps appenders out).
+	if moved, err := ops.RollForward(ctx, bus); err != nil {
+		log.Error("rolling forward half-done reverts failed", "moved", moved, "err", err)
+	} else if len(moved) > 0 {
+		log.Info("rolled forward half-done reverts", "threads", moved)
 	}
 	mr, err := startMirror(ctx, cfg, bus, log)
 	if err != nil {

@@ -33,5 +33,16 @@
 // (a concurrent append makes the seal fail and the revert abort; a seal that
 // lands makes the concurrent writer's next publish fail), and only then
 // switches THREADS by compare-and-swap. A sealed rollout whose pointer was
-// not switched (a crash in between) is rolled forward at start-up.
+// not switched (a crash in between) is rolled forward when `coordinator
+// serve` starts (RollForward).
+//
+// # Garbage collection
+//
+// GC removes sealed rollouts and abandoned revert attempts that no
+// history_base or fork_copy names and that are not on the seal chain of a
+// rollout that stays (a reader walks successors from the first rollout of a
+// thread). Facts come from the bus and the mirror's files through
+// rollout.Scan; a damaged message on the bus is skipped and counted, and a
+// rollout gc cannot read is kept. A mirror file that cannot be read stops gc
+// with an error naming it, before anything is removed.
 package ops

@@ -29,6 +29,8 @@ type GCResult struct {
 	Removed []GCRollout `json:"removed"`
 	Kept    []GCRollout `json:"kept"`
 	DryRun  bool        `json:"dry_run"`
+	// SkippedPacks counts damaged or foreign messages on the bus gc read past.
+	SkippedPacks int `json:"skipped_packs"`
 }
 
 // rolloutFacts is what gc knows of one rollout, from the bus or the mirror.
@@ -38,6 +40,8 @@ type rolloutFacts struct {
 	references []string // rollouts its history_base or fork_copy names
 	onBus      bool
 	files      []string
+	unreadable string // why gc could not tell what this rollout is: it stays
+	successor  string // the rollout its rollout_sealed names
 }
 
 // GC removes old rollouts nothing refers to: sealed ones (replaced by a
@@ -47,6 +51,7 @@ type rolloutFacts struct {
 // removed rollout is purged from the bus and its mirror files deleted.
 func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*GCResult, error) {
 	facts := map[string]*rolloutFacts{}
+	skippedPacks := 0
 	get := func(id string) *rolloutFacts {
 		if facts[id] == nil {
 			facts[id] = &rolloutFacts{}
@@ -65,16 +70,29 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 		id := strings.TrimPrefix(subj, stream.RolloutSubject(""))
 		f := get(id)
 		f.onBus = true
-		meta, err := firstMeta(ctx, bus, id)
+		meta, skipped, err := firstMeta(ctx, bus, id)
+		skippedPacks += skipped
+		if errors.Is(err, errNoMeta) {
+			f.unreadable = "no readable session_meta on the bus"
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("ops: gc: rollout %s on the bus: %w", id, err)
 		}
 		f.thread, f.references = meta.ID, references(meta)
 		last, _, err := bus.LastRecord(ctx, id)
-		if err != nil {
-			return nil, err
+		var pe *stream.PackError
+		switch {
+		case errors.As(err, &pe):
+			skippedPacks++
+			f.unreadable = "its last message on the bus is damaged (" + pe.Error() + ")"
+		case err != nil:
+			return nil, fmt.Errorf("ops: gc: rollout %s on the bus: %w", id, err)
 		}
 		f.sealed = last.Type == rollout.TypeEventMsg && last.EventKind() == rollout.EventRolloutSealed
+		if f.sealed {
+			f.successor, _ = rollout.LookupString(last.Payload, "successor_rollout_id")
+		}
 	}
 	if mirrorDir != "" {
 		if err := mirrorFacts(mirrorDir, get); err != nil {
@@ -96,7 +114,7 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 			}
 		}
 	}
-	res := &GCResult{DryRun: dryRun}
+	res := &GCResult{DryRun: dryRun, SkippedPacks: skippedPacks}
 	ids := make([]string, 0, len(facts))
 	for id := range facts {
 		ids = append(ids, id)
@@ -106,6 +124,8 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 		f := facts[id]
 		cur, hasPointer := pointers[f.thread]
 		switch {
+		case f.unreadable != "":
+			res.Kept = append(res.Kept, GCRollout{id, f.thread, "unreadable: " + f.unreadable})
 		case referenced[id] != "" && (f.sealed || hasPointer && cur != id):
 			res.Kept = append(res.Kept, GCRollout{id, f.thread, "old, but rollout " + referenced[id] + " references it"})
 		case referenced[id] != "":
@@ -115,6 +135,7 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 			res.Removed = append(res.Removed, GCRollout{id, f.thread, "not the current rollout of " + f.thread + " (an abandoned revert), referenced by nothing"})
 		}
 	}
+	keepChains(res, facts)
 	if dryRun {
 		return res, nil
 	}
@@ -134,6 +155,39 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 	return res, nil
 }
 
+// keepChains keeps every rollout a reader reaches by following seals from a
+// rollout that stays: removing the middle of a chain (two chained reverts)
+// would leave the first one sealed in favour of nothing.
+func keepChains(res *GCResult, facts map[string]*rolloutFacts) {
+	removed := map[string]int{}
+	for i, r := range res.Removed {
+		removed[r.ID] = i
+	}
+	for changed := true; changed; {
+		changed = false
+		for id, f := range facts {
+			if _, gone := removed[id]; gone || f.successor == "" {
+				continue
+			}
+			if i, ok := removed[f.successor]; ok {
+				r := res.Removed[i]
+				r.Reason = "on the seal chain of rollout " + id + ", which stays"
+				res.Kept = append(res.Kept, r)
+				delete(removed, f.successor)
+				changed = true
+			}
+		}
+	}
+	out := res.Removed[:0]
+	for _, r := range res.Removed {
+		if _, ok := removed[r.ID]; ok {
+			out = append(out, r)
+		}
+	}
+	res.Removed = out
+	sort.Slice(res.Kept, func(i, j int) bool { return res.Kept[i].ID < res.Kept[j].ID })
+}
+
 func references(m rollout.SessionMeta) []string {
 	var out []string
 	if m.HistoryBase != nil {
@@ -145,20 +199,33 @@ func references(m rollout.SessionMeta) []string {
 	return out
 }
 
-// firstMeta reads a rollout's canonical session_meta from the bus.
-func firstMeta(ctx context.Context, bus *stream.Bus, id string) (rollout.SessionMeta, error) {
+var errNoMeta = errors.New("ops: gc: no session_meta")
+
+// firstMeta reads a rollout's canonical session_meta from the bus, skipping
+// (and counting) damaged messages before it.
+func firstMeta(ctx context.Context, bus *stream.Bus, id string) (rollout.SessionMeta, int, error) {
 	r, err := bus.ReadRollout(ctx, id, 1)
 	if err != nil {
-		return rollout.SessionMeta{}, err
+		return rollout.SessionMeta{}, 0, err
 	}
 	defer r.Close()
+	skipped := 0
 	for {
 		e, err := r.Next(ctx)
+		var pe *stream.PackError
+		if errors.As(err, &pe) {
+			skipped++
+			continue // Next has moved past it
+		}
+		if errors.Is(err, io.EOF) {
+			return rollout.SessionMeta{}, skipped, errNoMeta
+		}
 		if err != nil {
-			return rollout.SessionMeta{}, err
+			return rollout.SessionMeta{}, skipped, err
 		}
 		if e.Record.Type == rollout.TypeSessionMeta {
-			return rollout.Decode[rollout.SessionMeta](&e.Record)
+			m, err := rollout.Decode[rollout.SessionMeta](&e.Record)
+			return m, skipped, err
 		}
 	}
 }
@@ -186,53 +253,56 @@ func mirrorFacts(dir string, get func(string) *rolloutFacts) error {
 		}
 		log, err := rollout.OpenFile(path)
 		if err != nil {
-			continue
+			return fmt.Errorf("ops: gc: mirror file %s: %w", path, err)
 		}
-		if m, sealed, err := fileFacts(log); err == nil {
-			if f.thread == "" {
-				f.thread = m.ID
-			}
-			f.references = append(f.references, references(m)...)
-			f.sealed = f.sealed || sealed
+		m, succ, err := fileFacts(log)
+		if err != nil {
+			return fmt.Errorf("ops: gc: mirror file %s: %w", path, err)
+		}
+		if f.thread == "" {
+			f.thread = m.ID
+		}
+		f.references = append(f.references, references(m)...)
+		if succ != "" {
+			f.sealed, f.successor = true, succ
 		}
 	}
 	return nil
 }
 
-func fileFacts(log rollout.Log) (rollout.SessionMeta, bool, error) {
+// fileFacts reads a mirror file's session_meta and, when its last record
+// seals it, the successor it names. Damaged lines are skipped; any other read
+// error is returned.
+func fileFacts(log rollout.Log) (rollout.SessionMeta, string, error) {
 	var meta rollout.SessionMeta
 	cur, err := log.Forward(0)
 	if err != nil {
-		return meta, false, err
+		return meta, "", err
 	}
-	found := false
-	for !found {
-		e, err := cur.Next()
-		if errors.Is(err, io.EOF) {
-			break
+	err = rollout.Scan(cur, nil, func(e rollout.Entry) (bool, error) {
+		if e.Type != rollout.TypeSessionMeta {
+			return true, nil
 		}
+		m, err := rollout.Decode[rollout.SessionMeta](&e.Record)
 		if err != nil {
-			continue
+			return true, nil
 		}
-		if e.Type == rollout.TypeSessionMeta {
-			meta, err = rollout.Decode[rollout.SessionMeta](&e.Record)
-			found = err == nil
-		}
+		meta = m
+		return false, nil
+	})
+	if err != nil {
+		return meta, "", err
 	}
-	cur.Close()
 	back, err := log.Backward()
 	if err != nil {
-		return meta, false, err
+		return meta, "", err
 	}
-	defer back.Close()
-	for {
-		e, err := back.Next()
-		if errors.Is(err, io.EOF) {
-			return meta, false, nil
+	succ := ""
+	err = rollout.Scan(back, nil, func(e rollout.Entry) (bool, error) {
+		if e.Type == rollout.TypeEventMsg && e.EventKind() == rollout.EventRolloutSealed {
+			succ, _ = rollout.LookupString(e.Payload, "successor_rollout_id")
 		}
-		if err != nil {
-			continue
-		}
-		return meta, e.Type == rollout.TypeEventMsg && e.EventKind() == rollout.EventRolloutSealed, nil
-	}
+		return false, nil
+	})
+	return meta, succ, err
 }

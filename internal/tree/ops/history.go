@@ -239,8 +239,11 @@ func switchPointer(ctx context.Context, bus *stream.Bus, thread, old string, rev
 // returns the threads it moved.
 func RollForward(ctx context.Context, bus *stream.Bus) ([]string, error) {
 	keys, err := bus.Threads().ListKeys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ops: roll forward: %w", err)
 	}
 	var moved []string
 	for thread := range keys.Keys() {

@@ -3,12 +3,7 @@ package ops
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"path/filepath"
-	"sort"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
@@ -24,6 +19,7 @@ type Imported struct {
 	Published int    `json:"published"` // records published now
 	Skipped   string `json:"skipped,omitempty"`
 	Damaged   int    `json:"damaged_lines,omitempty"`
+	TornTail  string `json:"torn_tail,omitempty"` // the unterminated or unparsable last line left out, and why
 	Err       string `json:"error,omitempty"`
 }
 
@@ -37,21 +33,11 @@ type Imported struct {
 // learns each new thread's rollout. progress (may be nil) is called after
 // each file.
 func Import(ctx context.Context, bus *stream.Bus, dir, holder string, progress func(done, total int)) ([]Imported, error) {
-	var paths []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() && tree.IsRolloutFile(d.Name()) {
-			paths = append(paths, p)
-		}
-		return nil
-	})
+	var out []Imported
+	paths, err := tree.RolloutFiles(dir, func(p, why string) { out = append(out, Imported{Path: p, Err: "skipped: " + why}) })
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(paths)
-	var out []Imported
 	for i, p := range paths {
 		im := importFile(ctx, bus, p, holder)
 		out = append(out, im)
@@ -72,8 +58,8 @@ func importFile(ctx context.Context, bus *stream.Bus, path, holder string) Impor
 	if err != nil {
 		return fail(err)
 	}
-	recs, damaged, err := persistedRecords(log)
-	im.Damaged = damaged
+	recs, damaged, torn, err := persistedRecords(log)
+	im.Damaged, im.TornTail = damaged, torn
 	if err != nil {
 		return fail(err)
 	}
@@ -141,31 +127,28 @@ func importFile(ctx context.Context, bus *stream.Bus, path, holder string) Impor
 }
 
 // persistedRecords reads a file's records the writer would keep.
-func persistedRecords(log rollout.Log) ([]rollout.Record, int, error) {
+func persistedRecords(log rollout.Log) ([]rollout.Record, int, string, error) {
 	cur, err := log.Forward(0)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
-	defer cur.Close()
 	var recs []rollout.Record
-	damaged := 0
-	for {
-		e, err := cur.Next()
-		if errors.Is(err, io.EOF) {
-			return recs, damaged, nil
+	damaged, torn := 0, ""
+	err = rollout.Scan(cur, func(ce *rollout.CorruptionError) error {
+		if ce.Torn() {
+			torn = ce.Error()
+		} else {
+			damaged++
 		}
-		var ce *rollout.CorruptionError
-		if errors.As(err, &ce) {
-			if !ce.Torn() {
-				damaged++
-			}
-			continue
-		}
-		if err != nil {
-			return nil, damaged, err
-		}
+		return nil
+	}, func(e rollout.Entry) (bool, error) {
 		if rollout.Persist(&e.Record) {
 			recs = append(recs, e.Record)
 		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, damaged, torn, err
 	}
+	return recs, damaged, torn, nil
 }

@@ -83,7 +83,8 @@ func TestImportRefusesBadInput(t *testing.T) {
 	b := rollout.Builder{}
 	good := rollout.MemOf("good", []rollout.Record{b.Meta(rollout.SessionMeta{ID: "T1", Cwd: "/"}), b.TaskStarted("a"), b.UserMessage("hi")})
 	bad := `{"timestamp":"2026-11-29T00:00:00.000Z","type":"session_meta","payload":{"id":"bad.id","cwd":"/","source":"cli"}}` + "\n"
-	for name, data := range map[string][]byte{"good.jsonl": good.Bytes(), "bad.jsonl": []byte(bad)} {
+	negative := `{"timestamp":"2026-11-29T00:00:00.000Z","type":"session_meta","payload":{"id":"neg","cwd":"/","source":"cli","schema_version":-5}}` + "\n"
+	for name, data := range map[string][]byte{"good.jsonl": good.Bytes(), "bad.jsonl": []byte(bad), "negative.jsonl": []byte(negative)} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -101,6 +102,10 @@ func TestImportRefusesBadInput(t *testing.T) {
 		case "bad.jsonl":
 			if !strings.Contains(im.Err, "session_meta.id") {
 				t.Errorf("bad: %+v", im)
+			}
+		case "negative.jsonl":
+			if !strings.Contains(im.Err, "schema_version -5") || im.Published != 0 {
+				t.Errorf("schema_version -5 imported: %+v", im)
 			}
 		}
 	}
@@ -125,4 +130,25 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return "lengths differ"
+}
+
+// A 100,000-deep nested last line is left out as a torn tail, and import
+// says so instead of dropping it without a word.
+func TestImportSaysTornTail(t *testing.T) {
+	bus := newBus(t)
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	b := rollout.Builder{}
+	good := rollout.MemOf("deep", []rollout.Record{b.Meta(rollout.SessionMeta{ID: "D1", Cwd: "/"}), b.TaskStarted("a")})
+	deep := `{"type":"event_msg","payload":{"type":"x","v":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + "}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "deep.jsonl"), append(good.Bytes(), deep...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Import(ctx, bus.Bus, dir, "import-test", nil)
+	if err != nil || len(got) != 1 {
+		t.Fatal(got, err)
+	}
+	if im := got[0]; im.Err != "" || im.Published != 2 || !strings.Contains(im.TornTail, "line 3") || !strings.Contains(im.TornTail, "nested too deeply") {
+		t.Errorf("import of a deep last line: %+v", im)
+	}
 }
