@@ -201,7 +201,7 @@ func (p *projector) event(e *rollout.Entry, ord int64) error {
 	case rollout.EventTaskComplete, rollout.EventTurnAborted:
 		return p.terminal(e, ord)
 	case rollout.EventThreadRolledBack:
-		n, _ := rollout.LookupInt(e.Payload, "num_turns")
+		n := rollout.RollbackTurns(e.Payload)
 		st.OpenTurn = 0
 		return p.cut(n, ord)
 	case rollout.EventThreadSpawned:

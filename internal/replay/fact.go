@@ -66,7 +66,7 @@ func classify(e rollout.Entry) fact {
 			f.k = kTerminal
 		case rollout.EventThreadRolledBack:
 			f.k = kMarker
-			f.numTurns, _ = rollout.LookupInt(p, "num_turns")
+			f.numTurns = rollout.RollbackTurns(p)
 		case rollout.EventUserMessage:
 			f.k = kUserMessage
 		case rollout.EventInterAgentReceived:

@@ -113,6 +113,13 @@ func (r *reducer) lifecycle(f *fact, inEffect bool) {
 		r.turnByID[id] = r.cur
 	case f.k == kMarker:
 		r.open = -1
+		if f.numTurns <= 0 {
+			v := string(rollout.Lookup(f.e.Payload, "num_turns"))
+			if v == "" {
+				v = "(missing)"
+			}
+			r.warn(f, WarnBadPayload, "thread_rolled_back at %s: num_turns %s is not a positive integer; the marker cuts nothing", where(f), v)
+		}
 	case isUserRecord(f):
 		if r.open >= 0 {
 			r.turns[r.open].User = true
