@@ -67,9 +67,18 @@
 //
 // # Writing
 //
-// A Writer serves one rollout. On open it reads the subject's tail from the
-// stream leader (last stream sequence, last ordinal, epoch); a tail written
-// by a higher epoch fences it at once. Ordinals continue from the tail; a
+// A Writer serves one rollout. On open it finds the rollout's valid tail
+// (Bus.ValidTail), never simply the last message on the subject: it reads
+// the subject's packs in stream order from the stream leader (next message
+// by subject, no consumer) and keeps the last one that passes the pack and
+// record checks and follows the tail so far by the valid-tail rule,
+// Tail.Follows, written once and applied by the mirror too: ordinals
+// continuous from 1, epochs never decreasing. Anything else published on
+// the subject (a stale or forged pack) is skipped, so it cannot make a
+// resumed writer reuse ordinals already acknowledged. The writer's next
+// publish expects the subject's real last sequence, valid or not. A valid
+// tail written by a higher epoch fences it at once. Ordinals continue from
+// the tail; a
 // record that carries an ordinal must carry exactly the next one
 // (ErrWrongOrdinal).
 //

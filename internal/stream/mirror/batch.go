@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/logbook-agents/logbook/internal/faults"
+	"github.com/logbook-agents/logbook/internal/stream"
 )
 
 // batch is one group of messages made durable together: every mirror file
@@ -182,6 +183,11 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 	case p.First > r.next:
 		return b.quarantine(seq, subject, h, data, refuse(KindOrdinalGap,
 			"ordinals %d-%d, the mirror file holds %d and expects %d next", p.First, p.Last, r.next-1, r.next))
+	case p.Last >= r.next && p.Epoch < r.epoch:
+		// The epoch half of the valid-tail rule (stream.Tail.Follows).
+		if err := (stream.Tail{Ordinal: p.First - 1, Epoch: r.epoch}).Follows(p); err != nil {
+			return b.quarantine(seq, subject, h, data, refuse(KindStaleEpoch, "%v", err))
+		}
 	}
 	skip := 0
 	if p.First < r.next {
@@ -237,6 +243,7 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 		return fmt.Errorf("mirror: rollout %s: append: %w", r.id, err)
 	}
 	r.next = p.Last + 1
+	r.epoch = max(r.epoch, p.Epoch)
 	r.gen++
 	b.touched[r.id] = p.Last
 	b.records += uint64(len(p.Lines) - skip)

@@ -111,9 +111,10 @@ type ro struct {
 	mu     sync.Mutex
 	repr   sync.RWMutex
 	id     string
-	known  bool  // next and zst are loaded
-	next   int64 // the ordinal the file expects next
-	zst    bool  // only the .jsonl.zst exists
+	known  bool   // next and zst are loaded
+	next   int64  // the ordinal the file expects next
+	epoch  uint64 // highest epoch accepted since the mirror opened (stream.Tail.Follows)
+	zst    bool   // only the .jsonl.zst exists
 	gen    uint64
 	broken string // the tail is damaged beyond a torn line: why
 }
