@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
@@ -49,11 +51,16 @@ func checkPackLines(p *Packed) (rollout.Record, error) {
 // ValidTail reads a rollout's packs in stream order (next-message-by-subject
 // gets through the leader, no consumer) and returns the last valid pack's
 // tail and last record: ordinals continuous from 1, epochs never decreasing
-// (Tail.Follows), every pack and record check passing. Packs that fail are
+// (Tail.Follows), no epoch above the last lease revision issued
+// (LeaseRevision), every pack and record check passing. Packs that fail are
 // skipped, never taken as the tail. last is the subject's last stream
 // sequence, valid or not, which a publish must expect.
 func (b *Bus) ValidTail(ctx context.Context, rolloutID string) (tail Tail, rec rollout.Record, last uint64, err error) {
 	subj := RolloutSubject(rolloutID)
+	issued, err := b.LeaseRevision(ctx)
+	if err != nil {
+		return tail, rec, last, fmt.Errorf("stream: tail of rollout %s: %w", rolloutID, err)
+	}
 	for seq := uint64(1); ; {
 		m, err := b.getMsg(ctx, seq, "", subj)
 		if errors.Is(err, errNoMsg) {
@@ -64,7 +71,7 @@ func (b *Bus) ValidTail(ctx context.Context, rolloutID string) (tail Tail, rec r
 		}
 		last, seq = m.Seq, m.Seq+1
 		p, err := DecodePack(m.Subject, m.Seq, m.Header, m.Data)
-		if err != nil || tail.Follows(p) != nil {
+		if err != nil || p.Epoch > issued || tail.Follows(p) != nil {
 			continue
 		}
 		r, err := checkPackLines(p)
@@ -73,4 +80,19 @@ func (b *Bus) ValidTail(ctx context.Context, rolloutID string) (tail Tail, rec r
 		}
 		tail, rec = Tail{Seq: m.Seq, Ordinal: p.Last, Epoch: p.Epoch}, r.Clone()
 	}
+}
+
+// LeaseRevision is the last revision of the LEASES bucket: no lease ever
+// issued has a higher epoch, so a pack claiming one is forged (the mirror
+// quarantines it as future_epoch, the writer skips it).
+func (b *Bus) LeaseRevision(ctx context.Context) (uint64, error) {
+	st, err := b.leases.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream: bucket %s: %w", BucketLeases, err)
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return 0, fmt.Errorf("stream: bucket %s: no stream state", BucketLeases)
+	}
+	return bs.StreamInfo().State.LastSeq, nil
 }

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -165,6 +166,27 @@ func (b *batch) lock(id string) (*ro, error) {
 	return r, b.m.load(r)
 }
 
+// futureEpoch refuses an epoch higher than any lease revision issued: one
+// such pack would otherwise fence its thread for good. The revision is read
+// again only when an epoch exceeds the last value read; a failed read is an
+// error (the batch is retried), never a pass.
+func (m *Mirror) futureEpoch(epoch uint64) (*refusal, error) {
+	if m.issued == nil || epoch <= m.maxIssued {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rev, err := m.issued(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: check epoch %d: %w", epoch, err)
+	}
+	m.maxIssued = max(m.maxIssued, rev)
+	if epoch > m.maxIssued {
+		return refuse(KindFutureEpoch, "epoch %d is above the last lease revision issued (%d)", epoch, m.maxIssued), nil
+	}
+	return nil, nil
+}
+
 // place mirrors one message, or quarantines it. Only a local failure (the
 // disk) is an error.
 func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) error {
@@ -172,11 +194,16 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 	if why != nil {
 		return b.quarantine(seq, subject, h, data, why)
 	}
+	p := c.pack
+	if future, err := b.m.futureEpoch(p.Epoch); err != nil {
+		return err
+	} else if future != nil {
+		return b.quarantine(seq, subject, h, data, future)
+	}
 	r, err := b.lock(c.rollout)
 	if err != nil {
 		return err
 	}
-	p := c.pack
 	switch {
 	case r.broken != "":
 		return b.quarantine(seq, subject, h, data, refuse(KindMirrorDamaged, "%s", r.broken))

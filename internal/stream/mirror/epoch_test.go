@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -47,5 +48,35 @@ func TestStalePackDoesNotSplitRollout(t *testing.T) {
 	}
 	if qs[0].Kind != KindOrdinalConflict || qs[1].Kind != KindStaleEpoch || qs[1].Seq != stale {
 		t.Fatalf("quarantined %+v, want ordinal_conflict then stale_epoch at seq %d", qs, stale)
+	}
+}
+
+// TestFutureEpochCannotFence: one pack with epoch 2^64-1 (above any lease
+// revision issued) is quarantined as future_epoch, and the thread's next
+// writer is not fenced by it.
+func TestFutureEpochCannotFence(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(Config{}, true)
+	w1 := e.openWriter("target", nil)
+	w1.items(2, "one")
+	w1.close()
+	forged := e.publish(packMsg("rollout.target", 4, math.MaxUint64, itemLine(4, "forged")))
+	w2 := e.openWriter("target", nil)
+	if got := w2.w.Next(); got != 4 {
+		t.Fatalf("writer 2 continues at ordinal %d, want 4", got)
+	}
+	w2.items(2, "two")
+	e.caughtUp(r)
+	got, _ := readFile(t, e.dir, "target")
+	var want strings.Builder
+	for _, l := range append(w1.lines, w2.lines[len(w1.lines):]...) {
+		want.Write(l)
+	}
+	if got != want.String() {
+		t.Fatalf("mirror holds\n%s\nwant\n%s", got, want.String())
+	}
+	qs, err := ReadQuarantine(e.dir)
+	if err != nil || len(qs) != 1 || qs[0].Kind != KindFutureEpoch || qs[0].Seq != forged {
+		t.Fatalf("quarantine: %+v (%v), want future_epoch at seq %d", qs, err, forged)
 	}
 }

@@ -90,6 +90,10 @@ type Mirror struct {
 	rdir string // rollouts/
 	qdir string // quarantine/
 	log  *slog.Logger
+	// issued reads the last lease revision (stream.Bus.LeaseRevision); set
+	// by Run. maxIssued is the last value read, used only by the consumer.
+	issued    func(context.Context) (uint64, error)
+	maxIssued uint64
 
 	mu    sync.Mutex // guards the fields below; never held while taking a rollout's lock
 	ros   map[string]*ro

@@ -28,6 +28,7 @@ const (
 	KindOrdinalGap      = "ordinal_gap"      // starts after the ordinal the mirror file expects next
 	KindOrdinalConflict = "ordinal_conflict" // repeats mirrored ordinals with other bytes
 	KindStaleEpoch      = "stale_epoch"      // epoch lower than the rollout's highest accepted epoch
+	KindFutureEpoch     = "future_epoch"     // epoch higher than any lease revision issued
 	KindMirrorDamaged   = "mirror_damaged"   // the mirror file's tail is damaged (not torn): nothing is appended to it
 )
 
