@@ -48,38 +48,57 @@ func checkPackLines(p *Packed) (rollout.Record, error) {
 	return rec, nil
 }
 
-// ValidTail reads a rollout's packs in stream order (next-message-by-subject
-// gets through the leader, no consumer) and returns the last valid pack's
-// tail and last record: ordinals continuous from 1, epochs never decreasing
-// (Tail.Follows), no epoch above the last lease revision issued
-// (LeaseRevision), every pack and record check passing. Packs that fail are
-// skipped, never taken as the tail. last is the subject's last stream
-// sequence, valid or not, which a publish must expect.
-func (b *Bus) ValidTail(ctx context.Context, rolloutID string) (tail Tail, rec rollout.Record, last uint64, err error) {
+// ValidPacks reads a rollout's packs in stream order through the stream
+// leader (next message by subject, one get per message, no consumer) and
+// calls fn with each accepted one: it passes the pack and record checks,
+// follows the tail so far by the valid-tail rule (Tail.Follows: ordinals
+// continuous from 1, epochs never decreasing), and claims no epoch above
+// the last lease revision issued (LeaseRevision). Everything else is
+// skipped. It returns the last accepted pack's tail and the subject's last
+// stream sequence, accepted or not. The writer finds its tail with it, and
+// verify compares what it accepts with what the mirror accepted.
+func (b *Bus) ValidPacks(ctx context.Context, rolloutID string, fn func(p *Packed) error) (tail Tail, last uint64, err error) {
 	subj := RolloutSubject(rolloutID)
 	issued, err := b.LeaseRevision(ctx)
 	if err != nil {
-		return tail, rec, last, fmt.Errorf("stream: tail of rollout %s: %w", rolloutID, err)
+		return tail, last, fmt.Errorf("stream: read rollout %s: %w", rolloutID, err)
 	}
 	for seq := uint64(1); ; {
 		m, err := b.getMsg(ctx, seq, "", subj)
 		if errors.Is(err, errNoMsg) {
-			return tail, rec, last, nil
+			return tail, last, nil
 		}
 		if err != nil {
-			return tail, rec, last, fmt.Errorf("stream: tail of rollout %s: %w", rolloutID, err)
+			return tail, last, fmt.Errorf("stream: read rollout %s: %w", rolloutID, err)
 		}
 		last, seq = m.Seq, m.Seq+1
 		p, err := DecodePack(m.Subject, m.Seq, m.Header, m.Data)
 		if err != nil || p.Epoch > issued || tail.Follows(p) != nil {
 			continue
 		}
-		r, err := checkPackLines(p)
-		if err != nil {
+		if _, err := checkPackLines(p); err != nil {
 			continue
 		}
-		tail, rec = Tail{Seq: m.Seq, Ordinal: p.Last, Epoch: p.Epoch}, r.Clone()
+		if err := fn(p); err != nil {
+			return tail, last, err
+		}
+		tail = Tail{Seq: m.Seq, Ordinal: p.Last, Epoch: p.Epoch}
 	}
+}
+
+// ValidTail returns a rollout's valid tail (ValidPacks), the record at it,
+// and the subject's last stream sequence, which a publish must expect.
+func (b *Bus) ValidTail(ctx context.Context, rolloutID string) (tail Tail, rec rollout.Record, last uint64, err error) {
+	var lastLine []byte
+	tail, last, err = b.ValidPacks(ctx, rolloutID, func(p *Packed) error {
+		lastLine = p.Lines[len(p.Lines)-1]
+		return nil
+	})
+	if err != nil || lastLine == nil {
+		return tail, rec, last, err
+	}
+	rec, err = rollout.DecodeLine(lastLine)
+	return tail, rec.Clone(), last, err
 }
 
 // LeaseRevision is the last revision of the LEASES bucket: no lease ever
