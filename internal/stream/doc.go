@@ -139,8 +139,12 @@
 //
 // ReadRollout finds the first message holding an ordinal by binary search on
 // stream sequences (the leader's "next message of the subject at or after
-// sequence s"), then follows an ordered consumer filtered to the rollout up
-// to the tail the leader reported at open. It returns one record at a time
+// sequence s"), then reads the rollout's messages by the same get, one
+// after another, up to the tail the leader reported at open. No consumer is
+// created (the server allows 1,000 per stream), so reading any number of
+// rollouts, even abandoning readers, leaves nothing on the server.
+// ValidPacks reads the same way and yields only the packs the valid-tail
+// rule accepts (see Writing); verify compares the mirror with those. It returns one record at a time
 // with its ordinal, stream sequence and epoch, checks each pack (format,
 // headers, payload crc, line count) and each record (decodes, ordinal, crc),
 // and reports damage as a *PackError before going on. CheckRecordIDs
