@@ -143,13 +143,14 @@
 // after another, up to the tail the leader reported at open. No consumer is
 // created (the server allows 1,000 per stream), so reading any number of
 // rollouts, even abandoning readers, leaves nothing on the server.
-// ValidPacks reads the same way and yields only the packs the valid-tail
-// rule accepts (see Writing); verify compares the mirror with those. It returns one record at a time
+// The reader returns one record at a time
 // with its ordinal, stream sequence and epoch, checks each pack (format,
 // headers, payload crc, line count) and each record (decodes, ordinal, crc),
 // and reports damage as a *PackError before going on. CheckRecordIDs
 // applies the writer's ID rules to a record read from the bus (the mirror
-// trusts no publisher).
+// trusts no publisher). ValidPacks reads the same way and yields only the
+// packs the valid-tail rule accepts (see Writing); verify compares the
+// mirror with those.
 //
 // # Durability
 //
