@@ -37,8 +37,8 @@ type busCheck struct {
 
 // verifyMirrorAgainstBus compares every mirror file of dir with the ROLLOUTS
 // stream, byte for byte, through the bus named in dir/nats.url
-// (mirror.VerifyBus). A bus that cannot be reached is not a failure of
-// verify: the check is skipped, and the note says why.
+// (mirror.VerifyBus). A bus that cannot be reached, or a read that fails,
+// leaves the check not run: the note says why, and verify fails.
 func verifyMirrorAgainstBus(ctx context.Context, dir string) (busCheck, error) {
 	bc := busCheck{Problems: []string{}}
 	bus, closeBus, note := openDataBus(ctx, dir)
@@ -149,6 +149,9 @@ func runVerifyData(ctx context.Context, w io.Writer, fl verifyFlags) error {
 		return err
 	}
 	bad := len(ic.Problems) + badFiles + len(bus.Problems)
+	if !bus.Checked {
+		bad++ // a check that could not run is a failure, never a pass with a note
+	}
 	if fl.json {
 		out := verifyDataJSON{DataDir: dir, OK: bad == 0, Index: ic, Files: []verifyJSON{}, Bus: bus}
 		for i := range checks {

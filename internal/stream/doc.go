@@ -67,9 +67,18 @@
 //
 // # Writing
 //
-// A Writer serves one rollout. On open it reads the subject's tail from the
-// stream leader (last stream sequence, last ordinal, epoch); a tail written
-// by a higher epoch fences it at once. Ordinals continue from the tail; a
+// A Writer serves one rollout. On open it finds the rollout's valid tail
+// (Bus.ValidTail), never simply the last message on the subject: it reads
+// the subject's packs in stream order from the stream leader (next message
+// by subject, no consumer) and keeps the last one that passes the pack and
+// record checks and follows the tail so far by the valid-tail rule,
+// Tail.Follows, written once and applied by the mirror too: ordinals
+// continuous from 1, epochs never decreasing. Anything else published on
+// the subject (a stale or forged pack) is skipped, so it cannot make a
+// resumed writer reuse ordinals already acknowledged. The writer's next
+// publish expects the subject's real last sequence, valid or not. A valid
+// tail written by a higher epoch fences it at once. Ordinals continue from
+// the tail; a
 // record that carries an ordinal must carry exactly the next one
 // (ErrWrongOrdinal).
 //
@@ -151,13 +160,18 @@
 //
 // ReadRollout finds the first message holding an ordinal by binary search on
 // stream sequences (the leader's "next message of the subject at or after
-// sequence s"), then follows an ordered consumer filtered to the rollout up
-// to the tail the leader reported at open. It returns one record at a time
+// sequence s"), then reads the rollout's messages by the same get, one
+// after another, up to the tail the leader reported at open. No consumer is
+// created (the server allows 1,000 per stream), so reading any number of
+// rollouts, even abandoning readers, leaves nothing on the server.
+// The reader returns one record at a time
 // with its ordinal, stream sequence and epoch, checks each pack (format,
 // headers, payload crc, line count) and each record (decodes, ordinal, crc),
 // and reports damage as a *PackError before going on. CheckRecordIDs
 // applies the writer's ID rules to a record read from the bus (the mirror
-// trusts no publisher).
+// trusts no publisher). ValidPacks reads the same way and yields only the
+// packs the valid-tail rule accepts (see Writing); verify compares the
+// mirror with those.
 //
 // # Durability
 //

@@ -31,6 +31,9 @@ func (b *Bus) AppendAt(ctx context.Context, rolloutID string, expect Tail, rec r
 	if _, err := prepare(rec, b.recordLimit, time.Now); err != nil {
 		return Tail{}, err
 	}
+	// Never below the tail's epoch: the valid-tail rule (Tail.Follows) would
+	// refuse a pack that lowers it.
+	epoch = max(epoch, expect.Epoch)
 	p := &pack{rollout: rolloutID, first: rec.Ordinal, last: rec.Ordinal, epoch: epoch, data: rec.Encode()}
 	m := p.msg()
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect.Seq, 10))

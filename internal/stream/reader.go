@@ -7,8 +7,6 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
@@ -28,7 +26,7 @@ type Reader struct {
 	from    int64  // first ordinal wanted
 	expect  int64  // next ordinal expected
 	end     uint64 // the rollout's last sequence when the reader opened
-	it      jetstream.MessagesContext
+	seq     uint64 // the stream sequence to read the next message from
 	cur     *Packed
 	idx     int
 	last    bool // cur is the message at end
@@ -37,7 +35,9 @@ type Reader struct {
 
 // ReadRollout opens a reader at ordinal from (1 for the whole rollout). It
 // finds the first message holding that ordinal by binary search over stream
-// sequences, then follows an ordered consumer filtered to the rollout. Next
+// sequences, then reads message after message of the rollout by
+// next-message-by-subject gets from a start sequence: no consumer is
+// created, so reading any number of rollouts leaves none behind. Next
 // returns io.EOF after the rollout's last message as the stream leader saw
 // it at open: everything acknowledged before the call is read, even when the
 // consumer runs on a replica that is still catching up.
@@ -65,17 +65,7 @@ func (b *Bus) ReadRollout(ctx context.Context, rolloutID string, from int64) (*R
 	if err != nil {
 		return nil, err
 	}
-	cons, err := b.js.OrderedConsumer(ctx, StreamRollouts, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subj},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    start,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("stream: read rollout %s: %w", rolloutID, err)
-	}
-	if r.it, err = cons.Messages(); err != nil {
-		return nil, fmt.Errorf("stream: read rollout %s: %w", rolloutID, err)
-	}
+	r.seq = start
 	return r, nil
 }
 
@@ -146,19 +136,20 @@ func (r *Reader) Next(ctx context.Context) (Entry, error) {
 			r.eof = true
 			return Entry{}, io.EOF
 		}
-		msg, err := r.it.Next(jetstream.NextContext(ctx))
+		msg, err := r.bus.getMsg(ctx, r.seq, "", RolloutSubject(r.rollout))
+		if errors.Is(err, errNoMsg) {
+			r.eof = true
+			return Entry{}, io.EOF
+		}
 		if err != nil {
 			return Entry{}, fmt.Errorf("stream: read rollout %s: %w", r.rollout, err)
 		}
-		md, err := msg.Metadata()
-		if err != nil {
-			return Entry{}, fmt.Errorf("stream: read rollout %s: %w", r.rollout, err)
-		}
-		r.last = md.Sequence.Stream >= r.end
-		p, err := DecodePack(msg.Subject(), md.Sequence.Stream, msg.Headers(), msg.Data())
+		r.seq = msg.Seq + 1
+		r.last = msg.Seq >= r.end
+		p, err := DecodePack(msg.Subject, msg.Seq, msg.Header, msg.Data)
 		if err != nil {
 			r.cur = nil
-			return Entry{Seq: md.Sequence.Stream}, err
+			return Entry{Seq: msg.Seq}, err
 		}
 		r.cur, r.idx = p, 0
 	}
@@ -168,12 +159,8 @@ func (r *Reader) damage(p *Packed, ord int64, kind error, format string, a ...an
 	return &PackError{Subject: p.Subject, Seq: p.Seq, Ordinal: ord, Err: fmt.Errorf("%w: "+format, append([]any{kind}, a...)...)}
 }
 
-// Close stops the reader's consumer.
-func (r *Reader) Close() {
-	if r.it != nil {
-		r.it.Stop()
-	}
-}
+// Close ends the reader; it holds no server resource.
+func (r *Reader) Close() {}
 
 // ReadAll reads a whole rollout from ordinal from; the first damage is an
 // error. For tests and tools.

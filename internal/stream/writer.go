@@ -110,7 +110,7 @@ func (b *Bus) OpenWriter(ctx context.Context, lease *Lease, rolloutID string, o 
 	if err := lease.check(); err != nil {
 		return nil, err
 	}
-	last, tail, err := b.LastRecord(ctx, rolloutID)
+	tail, last, lastSeq, err := b.ValidTail(ctx, rolloutID)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (b *Bus) OpenWriter(ctx context.Context, lease *Lease, rolloutID string, o 
 	w := &Writer{
 		bus: b, lease: lease, rollout: rolloutID, opts: o,
 		limit: b.recordLimit, packMax: MaxRecord(b.nc.MaxPayload()),
-		next: tail.Ordinal + 1, acked: tail.Ordinal, seq: tail.Seq, materialized: tail.Seq > 0,
+		next: tail.Ordinal + 1, acked: tail.Ordinal, seq: lastSeq, materialized: tail.Seq > 0,
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), exited: make(chan struct{}),
 	}
 	w.ctx, w.abort = context.WithCancel(context.Background())

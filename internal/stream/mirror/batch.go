@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/logbook-agents/logbook/internal/faults"
+	"github.com/logbook-agents/logbook/internal/stream"
 )
 
 // batch is one group of messages made durable together: every mirror file
@@ -164,6 +166,27 @@ func (b *batch) lock(id string) (*ro, error) {
 	return r, b.m.load(r)
 }
 
+// futureEpoch refuses an epoch higher than any lease revision issued: one
+// such pack would otherwise fence its thread for good. The revision is read
+// again only when an epoch exceeds the last value read; a failed read is an
+// error (the batch is retried), never a pass.
+func (m *Mirror) futureEpoch(epoch uint64) (*refusal, error) {
+	if m.issued == nil || epoch <= m.maxIssued {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rev, err := m.issued(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: check epoch %d: %w", epoch, err)
+	}
+	m.maxIssued = max(m.maxIssued, rev)
+	if epoch > m.maxIssued {
+		return refuse(KindFutureEpoch, "epoch %d is above the last lease revision issued (%d)", epoch, m.maxIssued), nil
+	}
+	return nil, nil
+}
+
 // place mirrors one message, or quarantines it. Only a local failure (the
 // disk) is an error.
 func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) error {
@@ -171,17 +194,27 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 	if why != nil {
 		return b.quarantine(seq, subject, h, data, why)
 	}
+	p := c.pack
+	if future, err := b.m.futureEpoch(p.Epoch); err != nil {
+		return err
+	} else if future != nil {
+		return b.quarantine(seq, subject, h, data, future)
+	}
 	r, err := b.lock(c.rollout)
 	if err != nil {
 		return err
 	}
-	p := c.pack
 	switch {
 	case r.broken != "":
 		return b.quarantine(seq, subject, h, data, refuse(KindMirrorDamaged, "%s", r.broken))
 	case p.First > r.next:
 		return b.quarantine(seq, subject, h, data, refuse(KindOrdinalGap,
 			"ordinals %d-%d, the mirror file holds %d and expects %d next", p.First, p.Last, r.next-1, r.next))
+	case p.Last >= r.next && p.Epoch < r.epoch:
+		// The epoch half of the valid-tail rule (stream.Tail.Follows).
+		if err := (stream.Tail{Ordinal: p.First - 1, Epoch: r.epoch}).Follows(p); err != nil {
+			return b.quarantine(seq, subject, h, data, refuse(KindStaleEpoch, "%v", err))
+		}
 	}
 	skip := 0
 	if p.First < r.next {
@@ -237,6 +270,7 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 		return fmt.Errorf("mirror: rollout %s: append: %w", r.id, err)
 	}
 	r.next = p.Last + 1
+	r.epoch = max(r.epoch, p.Epoch)
 	r.gen++
 	b.touched[r.id] = p.Last
 	b.records += uint64(len(p.Lines) - skip)

@@ -39,7 +39,14 @@
 //     the next one the file expects (else ordinal_gap); ordinals the file
 //     already holds must be byte-equal to the file's lines (else
 //     ordinal_conflict) and are skipped: that is the redelivery after a
-//     crash between an append and the watermark;
+//     crash between an append and the watermark; a pack that adds
+//     ordinals with an epoch lower than the highest the rollout's accepted
+//     packs carried since the mirror opened is stale_epoch (the epoch half
+//     of stream.Tail.Follows, the rule writers find their tail by); a pack
+//     whose epoch is above the last lease revision issued
+//     (stream.Bus.LeaseRevision, read again only when an epoch exceeds the
+//     last value read) is future_epoch, so one forged epoch cannot fence a
+//     thread for good;
 //  3. append the remaining lines to the file in one write.
 //
 // Then, once per batch: fsync every mirror file and quarantine file it
@@ -57,7 +64,7 @@
 //
 // Anything can publish on rollout.*. A message that fails a check goes to
 // quarantine/ with its kind (bad_pack, invalid_id, crc_mismatch,
-// bad_record, wrong_rollout, ordinal_gap, ordinal_conflict, mirror_damaged),
+// bad_record, wrong_rollout, ordinal_gap, ordinal_conflict, stale_epoch, future_epoch, mirror_damaged),
 // is counted in Status and logged, and never reaches a mirror file; the
 // watermark moves past it. A message is refused whole: one bad line and
 // none of its lines are mirrored. Later messages of the same rollout are

@@ -90,6 +90,10 @@ type Mirror struct {
 	rdir string // rollouts/
 	qdir string // quarantine/
 	log  *slog.Logger
+	// issued reads the last lease revision (stream.Bus.LeaseRevision); set
+	// by Run. maxIssued is the last value read, used only by the consumer.
+	issued    func(context.Context) (uint64, error)
+	maxIssued uint64
 
 	mu    sync.Mutex // guards the fields below; never held while taking a rollout's lock
 	ros   map[string]*ro
@@ -111,9 +115,10 @@ type ro struct {
 	mu     sync.Mutex
 	repr   sync.RWMutex
 	id     string
-	known  bool  // next and zst are loaded
-	next   int64 // the ordinal the file expects next
-	zst    bool  // only the .jsonl.zst exists
+	known  bool   // next and zst are loaded
+	next   int64  // the ordinal the file expects next
+	epoch  uint64 // highest epoch accepted since the mirror opened (stream.Tail.Follows)
+	zst    bool   // only the .jsonl.zst exists
 	gen    uint64
 	broken string // the tail is damaged beyond a torn line: why
 }

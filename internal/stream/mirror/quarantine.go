@@ -27,6 +27,8 @@ const (
 	KindWrongRollout    = "wrong_rollout"    // the canonical session_meta names another rollout than the subject
 	KindOrdinalGap      = "ordinal_gap"      // starts after the ordinal the mirror file expects next
 	KindOrdinalConflict = "ordinal_conflict" // repeats mirrored ordinals with other bytes
+	KindStaleEpoch      = "stale_epoch"      // epoch lower than the rollout's highest accepted epoch
+	KindFutureEpoch     = "future_epoch"     // epoch higher than any lease revision issued
 	KindMirrorDamaged   = "mirror_damaged"   // the mirror file's tail is damaged (not torn): nothing is appended to it
 )
 

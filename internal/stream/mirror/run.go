@@ -24,6 +24,7 @@ func (m *Mirror) Run(ctx context.Context, bus *stream.Bus) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
+	m.issued = bus.LeaseRevision
 	m.count(func(s *Status) { s.Running = true })
 	defer m.count(func(s *Status) { s.Running = false })
 	if m.cfg.Index != nil {

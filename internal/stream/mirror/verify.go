@@ -29,13 +29,13 @@ type BusReport struct {
 // maxProblemsPerRollout bounds what one rollout adds to a report.
 const maxProblemsPerRollout = 5
 
-// VerifyBus compares every mirror file of data dir dir with ROLLOUTS, read
-// through the bus reader (stream.Bus.ReadRollout): every mirrored record
-// must be on the bus with the same ordinal and the same bytes, and no
-// mirror file may hold a record the bus does not. A mirror file behind the
-// bus is not a problem. Damage the reader reports on the bus (what the
-// mirror quarantines) is skipped, and so is damage in the mirror file
-// itself (the per-file check reports it). A serving coordinator may append
+// VerifyBus compares every mirror file of data dir dir with the records
+// the bus accepts by the valid-tail rule (stream.Bus.ValidPacks, no
+// consumer): every mirrored record must be the accepted record with the
+// same ordinal, byte for byte, and no mirror file may hold a record the
+// bus does not accept. A mirror file behind the bus is not a problem.
+// Damage in the mirror file itself is skipped (the per-file check reports
+// it). A serving coordinator may append
 // meanwhile: each file is read before its rollout is read from the bus.
 func VerifyBus(ctx context.Context, bus *stream.Bus, dir string) (BusReport, error) {
 	rep := BusReport{Behind: []string{}, Problems: []string{}}
@@ -73,33 +73,19 @@ func verifyRollout(ctx context.Context, bus *stream.Bus, dir string, f index.Mir
 	if err != nil {
 		return 0, false, []string{fmt.Sprintf("rollout %s: cannot read %s: %v", f.RolloutID, f.Path, err)}, nil
 	}
-	rd, err := bus.ReadRollout(ctx, f.RolloutID, 1)
-	if err != nil {
-		return 0, false, nil, err
+	// What the bus accepts by the rule the mirror and the writers apply.
+	type accepted struct {
+		line []byte
+		seq  uint64
 	}
-	defer rd.Close()
-	var (
-		have    stream.Entry
-		hasHave bool
-		busEOF  bool
-	)
-	// busAt advances the bus to the first valid record with an ordinal >= ord.
-	busAt := func(ord int64) error {
-		for !busEOF && (!hasHave || have.Ordinal < ord) {
-			e, err := rd.Next(ctx)
-			var pe *stream.PackError
-			switch {
-			case errors.Is(err, io.EOF):
-				busEOF, hasHave = true, false
-			case errors.As(err, &pe) && e.Record.Raw == nil:
-				// a damaged message or record: the mirror quarantined it
-			case err != nil && !errors.As(err, &pe):
-				return err
-			default:
-				have, hasHave = e, true
-			}
+	var onBus []accepted // onBus[k] is ordinal k+1
+	if _, _, err := bus.ValidPacks(ctx, f.RolloutID, func(p *stream.Packed) error {
+		for _, l := range p.Lines {
+			onBus = append(onBus, accepted{l, p.Seq})
 		}
 		return nil
+	}); err != nil {
+		return 0, false, nil, fmt.Errorf("mirror: verify rollout %s: %w", f.RolloutID, err)
 	}
 	add := func(format string, a ...any) {
 		if len(probs) < maxProblemsPerRollout {
@@ -132,24 +118,16 @@ func verifyRollout(ctx context.Context, bus *stream.Bus, dir string, f index.Mir
 			break
 		}
 		last = ord
-		if err := busAt(ord); err != nil {
-			return equal, false, probs, fmt.Errorf("mirror: verify rollout %s: %w", f.RolloutID, err)
-		}
 		switch {
-		case !hasHave:
-			add("the mirror file holds ordinal %d, the bus does not (the mirror leads the bus)", ord)
-		case have.Ordinal != ord:
-			add("the mirror file holds ordinal %d, the bus does not (its next record is ordinal %d, seq %d)", ord, have.Ordinal, have.Seq)
-		case !bytes.Equal(have.Record.Raw, me.Record.Raw):
-			add("ordinal %d differs from the bus (seq %d)", ord, have.Seq)
+		case ord > int64(len(onBus)):
+			add("ordinal %d is in the mirror file, the bus accepts only %d records (the mirror accepted what the bus's valid tail does not)", ord, len(onBus))
+		case !bytes.Equal(onBus[ord-1].line, me.Record.Raw):
+			add("ordinal %d differs from the record the bus accepts (seq %d)", ord, onBus[ord-1].seq)
 		default:
 			equal++
 		}
 	}
-	if err := busAt(last + 1); err != nil {
-		return equal, false, probs, fmt.Errorf("mirror: verify rollout %s: %w", f.RolloutID, err)
-	}
-	return equal, hasHave, probs, nil
+	return equal, last < int64(len(onBus)), probs, nil
 }
 
 // readMirror reads a mirror file's JSONL, decompressing a .jsonl.zst.

@@ -1,0 +1,117 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/logbook-agents/logbook/internal/rollout"
+)
+
+// ErrStaleEpoch: a pack carries an epoch lower than one already accepted
+// for its rollout (a stale or forged writer). Readers and writers skip it.
+var ErrStaleEpoch = errors.New("stream: stale epoch")
+
+// Follows is the valid-tail rule, the one place it is written: pack p is
+// accepted after tail t when its ordinals continue t's (p.First ==
+// t.Ordinal+1) and its epoch is not lower than t's. The writer finds its
+// tail with it (ValidTail) and the mirror applies it to every pack. Errors
+// wrap rollout.ErrOrdinalGap, rollout.ErrOrdinalDuplicate or ErrStaleEpoch.
+func (t Tail) Follows(p *Packed) error {
+	switch {
+	case p.First > t.Ordinal+1:
+		return fmt.Errorf("%w: ordinals %d-%d after %d", rollout.ErrOrdinalGap, p.First, p.Last, t.Ordinal)
+	case p.First <= t.Ordinal:
+		return fmt.Errorf("%w: ordinals %d-%d at or before %d", rollout.ErrOrdinalDuplicate, p.First, p.Last, t.Ordinal)
+	case p.Epoch < t.Epoch:
+		return fmt.Errorf("%w: epoch %d after epoch %d was accepted", ErrStaleEpoch, p.Epoch, t.Epoch)
+	}
+	return nil
+}
+
+// checkPackLines checks every line of a pack: a record with the ordinal its
+// place says and a crc that matches.
+func checkPackLines(p *Packed) (rollout.Record, error) {
+	var rec rollout.Record
+	for i, line := range p.Lines {
+		r, err := rollout.DecodeLine(line)
+		if err != nil {
+			return rec, err
+		}
+		if r.Ordinal != p.First+int64(i) || r.CRC == "" || !r.CRCOK() {
+			return rec, fmt.Errorf("%w: ordinal %d", rollout.ErrCorruptLine, p.First+int64(i))
+		}
+		rec = r
+	}
+	return rec, nil
+}
+
+// ValidPacks reads a rollout's packs in stream order through the stream
+// leader (next message by subject, one get per message, no consumer) and
+// calls fn with each accepted one: it passes the pack and record checks,
+// follows the tail so far by the valid-tail rule (Tail.Follows: ordinals
+// continuous from 1, epochs never decreasing), and claims no epoch above
+// the last lease revision issued (LeaseRevision). Everything else is
+// skipped. It returns the last accepted pack's tail and the subject's last
+// stream sequence, accepted or not. The writer finds its tail with it, and
+// verify compares what it accepts with what the mirror accepted.
+func (b *Bus) ValidPacks(ctx context.Context, rolloutID string, fn func(p *Packed) error) (tail Tail, last uint64, err error) {
+	subj := RolloutSubject(rolloutID)
+	issued, err := b.LeaseRevision(ctx)
+	if err != nil {
+		return tail, last, fmt.Errorf("stream: read rollout %s: %w", rolloutID, err)
+	}
+	for seq := uint64(1); ; {
+		m, err := b.getMsg(ctx, seq, "", subj)
+		if errors.Is(err, errNoMsg) {
+			return tail, last, nil
+		}
+		if err != nil {
+			return tail, last, fmt.Errorf("stream: read rollout %s: %w", rolloutID, err)
+		}
+		last, seq = m.Seq, m.Seq+1
+		p, err := DecodePack(m.Subject, m.Seq, m.Header, m.Data)
+		if err != nil || p.Epoch > issued || tail.Follows(p) != nil {
+			continue
+		}
+		if _, err := checkPackLines(p); err != nil {
+			continue
+		}
+		if err := fn(p); err != nil {
+			return tail, last, err
+		}
+		tail = Tail{Seq: m.Seq, Ordinal: p.Last, Epoch: p.Epoch}
+	}
+}
+
+// ValidTail returns a rollout's valid tail (ValidPacks), the record at it,
+// and the subject's last stream sequence, which a publish must expect.
+func (b *Bus) ValidTail(ctx context.Context, rolloutID string) (tail Tail, rec rollout.Record, last uint64, err error) {
+	var lastLine []byte
+	tail, last, err = b.ValidPacks(ctx, rolloutID, func(p *Packed) error {
+		lastLine = p.Lines[len(p.Lines)-1]
+		return nil
+	})
+	if err != nil || lastLine == nil {
+		return tail, rec, last, err
+	}
+	rec, err = rollout.DecodeLine(lastLine)
+	return tail, rec.Clone(), last, err
+}
+
+// LeaseRevision is the last revision of the LEASES bucket: no lease ever
+// issued has a higher epoch, so a pack claiming one is forged (the mirror
+// quarantines it as future_epoch, the writer skips it).
+func (b *Bus) LeaseRevision(ctx context.Context) (uint64, error) {
+	st, err := b.leases.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream: bucket %s: %w", BucketLeases, err)
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return 0, fmt.Errorf("stream: bucket %s: no stream state", BucketLeases)
+	}
+	return bs.StreamInfo().State.LastSeq, nil
+}
