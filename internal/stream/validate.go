@@ -92,57 +92,12 @@ func checkIDs(p *prepared, r *rollout.Record) error {
 	case rollout.TypeResponseItem:
 		p.meaningful = true
 	case rollout.TypeEventMsg:
-		kind := r.EventKind()
-		var ids []struct{ field, v string }
-		opt := func(field, v string) {
-			if v != "" {
-				ids = append(ids, struct{ field, v string }{field, v})
-			}
-		}
-		must := func(field, v string) { ids = append(ids, struct{ field, v string }{field, v}) }
-		switch kind {
-		case rollout.EventUserMessage, rollout.EventTaskStarted:
+		switch r.EventKind() {
+		case rollout.EventUserMessage, rollout.EventTaskStarted, rollout.EventInterAgentReceived:
 			p.meaningful = true
-		case rollout.EventInterAgentSent:
-			e, err := rollout.Decode[rollout.InterAgentSent](r)
-			if err != nil {
-				return wrap(err)
-			}
-			must("inter_agent_sent.msg_id", e.MsgID)
-			must("inter_agent_sent.to_thread", e.ToThread)
-			opt("inter_agent_sent.in_reply_to", e.InReplyTo)
-		case rollout.EventInterAgentReceived:
-			p.meaningful = true
-			e, err := rollout.Decode[rollout.InterAgentReceived](r)
-			if err != nil {
-				return wrap(err)
-			}
-			must("inter_agent_received.msg_id", e.MsgID)
-			must("inter_agent_received.from_thread", e.FromThread)
-			opt("inter_agent_received.in_reply_to", e.InReplyTo)
-		case rollout.EventThreadSpawned:
-			e, err := rollout.Decode[rollout.ThreadSpawned](r)
-			if err != nil {
-				return wrap(err)
-			}
-			must("thread_spawned.child_thread_id", e.ChildThreadID)
-		case rollout.EventRolloutSealed:
-			e, err := rollout.Decode[rollout.RolloutSealed](r)
-			if err != nil {
-				return wrap(err)
-			}
-			must("rollout_sealed.successor_rollout_id", e.SuccessorRolloutID)
-		case rollout.EventReconciled:
-			e, err := rollout.Decode[rollout.Reconciled](r)
-			if err != nil {
-				return wrap(err)
-			}
-			opt("reconciled.msg_id", e.MsgID)
 		}
-		for _, id := range ids {
-			if err := rollout.ValidateID(id.field, id.v); err != nil {
-				return wrap(err)
-			}
+		if err := rollout.CheckEventIDs(r); err != nil {
+			return wrap(err)
 		}
 	}
 	return nil

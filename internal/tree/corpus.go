@@ -30,6 +30,7 @@ type Rollout struct {
 	Updated    string // timestamp of the last record
 	Spawns     []Spawn
 	Messages   []Message
+	BadIDs     []string // records skipped for an invalid ID, one line each (rollout.CheckEventIDs)
 	metaEnd    int64 // byte offset just past the canonical session_meta
 }
 
@@ -52,7 +53,7 @@ type Message struct {
 // Problem is something wrong with the input that does not stop the tree from
 // being built.
 type Problem struct {
-	Kind    string `json:"kind"` // unreadable, duplicate_thread, cycle, conflicting_parent, bad_base
+	Kind    string `json:"kind"` // unreadable, duplicate_rollout, duplicate_thread, cycle, conflicting_parent, bad_base, invalid_id
 	Thread  string `json:"thread_id,omitempty"`
 	Rollout string `json:"rollout_id,omitempty"`
 	Detail  string `json:"detail"`
@@ -161,6 +162,9 @@ func (c *Corpus) Add(log rollout.Log) error {
 		return nil
 	}
 	c.Rollouts[r.ID] = r
+	for _, d := range r.BadIDs {
+		c.Problems = append(c.Problems, Problem{Kind: "invalid_id", Rollout: r.ID, Thread: r.Thread, Detail: d})
+	}
 	return nil
 }
 
@@ -221,7 +225,16 @@ func readRollout(log rollout.Log) (*Rollout, error) {
 		if e.Type != rollout.TypeEventMsg {
 			continue
 		}
-		switch kind := e.EventKind(); kind {
+		kind := e.EventKind()
+		switch kind {
+		case rollout.EventThreadSpawned, rollout.EventRolloutSealed, rollout.EventInterAgentSent,
+			rollout.EventInterAgentReceived, rollout.EventReconciled:
+			if err := rollout.CheckEventIDs(&e.Record); err != nil {
+				r.BadIDs = append(r.BadIDs, fmt.Sprintf("%s line %d ordinal %d: %s: %v", log.Name(), e.Line, ord, kind, err))
+				continue
+			}
+		}
+		switch kind {
 		case rollout.EventUserMessage:
 			if !r.titleEvent {
 				if m, ok := rollout.LookupString(e.Payload, "message"); ok && m != "" {

@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/logbook-agents/logbook/internal/dedupe"
@@ -130,5 +131,49 @@ func TestChildResults(t *testing.T) {
 	}
 	if n := tr.Node("P"); n == nil || n.Unconfirmed != 2 || n.Status != NeedsAttention {
 		t.Errorf("parent node: %+v", n)
+	}
+}
+
+// TestInvalidIDsFlagged: an event whose IDs could never be subject tokens
+// (to_thread "*", a msg_id with a dot, a child "a b") is not listed as a
+// delivery or an edge; it is an invalid_id problem naming file, line and
+// ordinal.
+func TestInvalidIDsFlagged(t *testing.T) {
+	s := newScene(t)
+	s.thread("P", "rP", rollout.SessionMeta{}).turn("p1").
+		send("m1", "k1", "*", rollout.MsgTask, "").
+		send("a.b", "k2", "C", rollout.MsgTask, "").
+		spawn("a b").
+		send("m3", "k3", "C", rollout.MsgTask, "").done("p1").write()
+	tr := s.build()
+	if len(tr.Deliveries) != 1 || tr.Deliveries[0].MsgID != "m3" {
+		t.Fatalf("deliveries %+v, want only m3", tr.Deliveries)
+	}
+	var bad []Problem
+	for _, p := range tr.Problems {
+		if p.Kind == "invalid_id" {
+			bad = append(bad, p)
+		}
+	}
+	if len(bad) != 3 {
+		t.Fatalf("invalid_id problems %+v, want 3", bad)
+	}
+	for _, want := range []string{`"*"`, `"a.b"`, `"a b"`} {
+		found := false
+		for _, p := range bad {
+			if strings.Contains(p.Detail, want) && strings.Contains(p.Detail, "ordinal ") && strings.Contains(p.Detail, "line ") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no invalid_id problem names %s with line and ordinal: %+v", want, bad)
+		}
+	}
+	for _, th := range tr.Roots {
+		for _, c := range th.Children {
+			if c.ThreadID == "a b" {
+				t.Errorf("an edge to the invalid child %q is in the tree", c.ThreadID)
+			}
+		}
 	}
 }
