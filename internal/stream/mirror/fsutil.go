@@ -57,9 +57,15 @@ func writeAtomic(path string, data []byte) error {
 	return syncDir(filepath.Dir(path))
 }
 
+// syncer is a file to fsync and close.
+type syncer interface {
+	Sync() error
+	Close() error
+}
+
 // syncFiles fsyncs files, all at once (the file system commits concurrent
 // fsyncs together), and closes them. It returns the first error.
-func syncFiles(files []*os.File) error {
+func syncFiles(files []syncer) error {
 	errs := make([]error, len(files))
 	var wg sync.WaitGroup
 	for i, f := range files {

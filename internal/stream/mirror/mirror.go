@@ -46,6 +46,9 @@ type Config struct {
 	// OnCommit, when set, is called after each batch is durable (mirror
 	// files fsynced, watermark written). Benchmarks and tests use it.
 	OnCommit func(Commit)
+	// FS is the file system the mirror files are appended through; nil
+	// is the operating system's. Tests inject faults through it.
+	FS FS
 }
 
 // Commit describes one durable batch.
@@ -99,6 +102,11 @@ type Mirror struct {
 	sf    *stateFile      // written only by the consumer
 	dirty map[string]bool // rollouts for the index to catch up
 	wake  chan struct{}   // the indexer's doorbell
+	// unclean holds mirror files a failed batch wrote past their last
+	// fsynced size, with that size, until they are cut back to it and
+	// fsynced; no watermark is written while one is left (only the
+	// consumer touches it).
+	unclean map[string]int64
 }
 
 // ro is a rollout's mirror file as the mirror knows it. mu is held while
@@ -143,6 +151,9 @@ func Open(ctx context.Context, cfg Config) (*Mirror, error) {
 	}
 	if m.log == nil {
 		m.log = slog.Default()
+	}
+	if m.cfg.FS == nil {
+		m.cfg.FS = &osFS{}
 	}
 	m.st.QuarantinedByKind = map[string]uint64{}
 	for _, d := range []string{m.rdir, m.qdir} {
