@@ -1,12 +1,18 @@
 package mirror
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/logbook-agents/logbook/internal/index"
 )
 
 // faultFS is an FS that fails chosen operations, once each, and records
@@ -28,7 +34,7 @@ func newFaultFS() *faultFS {
 }
 
 // fail makes the nth call (from 1) of op ("write", "sync", "open",
-// "truncate") return err.
+// "truncate", "rename") return err.
 func (fs *faultFS) fail(op string, n int, err error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
@@ -68,6 +74,15 @@ func (fs *faultFS) Truncate(name string, size int64) error {
 	}
 	return fs.osfs.Truncate(name, size)
 }
+
+func (fs *faultFS) Rename(oldname, newname string) error {
+	if err := fs.next("rename"); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err}
+	}
+	return fs.osfs.Rename(oldname, newname)
+}
+
+func (fs *faultFS) Remove(name string) error { return fs.osfs.Remove(name) }
 
 type faultFile struct {
 	File
@@ -170,5 +185,85 @@ func TestFailedFsyncNeverAdvancesWatermark(t *testing.T) {
 	}
 	if st := r.m.Status(); st.Quarantined != 0 || st.Records != uint64(len(ids)*(1+6*5)) {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestFullDiskIsReported: a write failing with ENOSPC is the mirror's
+// status error, naming the errno and the file, until a batch succeeds.
+func TestFullDiskIsReported(t *testing.T) {
+	e := newEnv(t)
+	fs := newFaultFS()
+	for n := 1; n <= 3; n++ {
+		fs.fail("write", n, syscall.ENOSPC)
+	}
+	var mu sync.Mutex
+	var seen string
+	r := e.start(Config{FS: fs}, false)
+	w := e.openWriter("ro-full", nil)
+	w.items(3, "full")
+	waitFor(t, 10*time.Second, "the full disk in the status", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if err := r.m.Status().Err; err != "" {
+			seen = err
+		}
+		return seen != ""
+	})
+	if !strings.Contains(seen, "no space left on device") || !strings.Contains(seen, "ro-full.jsonl") {
+		t.Fatalf("status error %q", seen)
+	}
+	e.caughtUp(r)
+	e.checkEqual("ro-full")
+	if err := r.m.Status().Err; err != "" {
+		t.Fatalf("status error after the disk cleared: %q", err)
+	}
+}
+
+// TestFailedTornRepairLeavesNothing: while the disk is full (ENOSPC on the
+// write of the kept tail, EIO on its rename), a torn-tail repair creates
+// no file; once it clears, one .broken holds the torn bytes.
+func TestFailedTornRepairLeavesNothing(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(Config{}, false)
+	w := e.openWriter("ro-t", nil)
+	w.items(10, "one")
+	e.caughtUp(r)
+	r.stop()
+	path := filepath.Join(e.dir, index.RolloutsDir, "ro-t.jsonl")
+	torn := []byte(`{"timestamp":"2026-11-29T10:00:00.123Z","ordinal":12,"type":"respo`)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(torn); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	fs := newFaultFS()
+	fs.fail("write", 1, syscall.ENOSPC)
+	fs.fail("write", 2, syscall.ENOSPC)
+	fs.fail("rename", 1, syscall.EIO)
+	r2 := e.start(Config{FS: fs}, false)
+	w.items(5, "two")
+	e.caughtUp(r2)
+	e.checkEqual("ro-t")
+	fs.mu.Lock()
+	if len(fs.fired) != 3 {
+		t.Errorf("faults fired: %v", fs.fired)
+	}
+	fs.mu.Unlock()
+	ents, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if len(names) != 2 || names[0] != "ro-t.jsonl" || names[1] != "ro-t.jsonl.broken" {
+		t.Fatalf("rollouts/ holds %v, want the file and one .broken", names)
+	}
+	if got, err := os.ReadFile(path + ".broken"); err != nil || !bytes.Equal(got, torn) {
+		t.Fatalf(".broken holds %q (%v), want the torn bytes", got, err)
 	}
 }

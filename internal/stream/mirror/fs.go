@@ -11,6 +11,8 @@ import (
 type FS interface {
 	OpenFile(name string, flag int, perm os.FileMode) (File, error)
 	Truncate(name string, size int64) error
+	Rename(oldname, newname string) error
+	Remove(name string) error
 }
 
 // File is an open file of an FS.
@@ -32,3 +34,7 @@ func (*osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 }
 
 func (*osFS) Truncate(name string, size int64) error { return os.Truncate(name, size) }
+
+func (*osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+func (*osFS) Remove(name string) error { return os.Remove(name) }

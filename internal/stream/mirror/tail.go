@@ -106,8 +106,8 @@ func isFile(path string) (bool, error) {
 }
 
 // repairTorn moves the bytes from off to the end of a plain mirror file (a
-// write cut short) into <file>.broken and truncates the file there: copy,
-// fsync, truncate, fsync.
+// write cut short) into <file>.broken and truncates the file there: copy
+// to a temp file, fsync, rename, fsync, then truncate, fsync.
 func (m *Mirror) repairTorn(id, path string, off int64) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -126,11 +126,10 @@ func (m *Mirror) repairTorn(id, path string, off int64) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileSync(broken, torn); err != nil {
-		return fmt.Errorf("mirror: rollout %s: %w", id, err)
-	}
-	if err := syncDir(m.rdir); err != nil {
-		return err
+	// Temp file, fsync, rename: a failed repair (a full disk) leaves no
+	// empty or partial .broken file behind.
+	if err := writeAtomic(m.cfg.FS, broken, torn); err != nil {
+		return fmt.Errorf("mirror: rollout %s: keep torn tail in %s: %w", id, broken, err)
 	}
 	if err := f.Truncate(off); err != nil {
 		return fmt.Errorf("mirror: rollout %s: truncate torn tail: %w", id, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/logbook-agents/logbook/internal/index"
@@ -86,4 +87,18 @@ func (mr *mirrorRun) status(w http.ResponseWriter, _ *http.Request) {
 		Mirror   mirror.Status `json:"mirror"`
 		IndexErr string        `json:"index_error,omitempty"`
 	}{mr.m.Status(), mr.ixErr})
+}
+
+// degraded is why the mirror or the index is not doing its work, "" when
+// both are: the mirror's last failure (a full disk says "no space left on
+// device" and names the file), or the index being unavailable.
+func (mr *mirrorRun) degraded() string {
+	var why []string
+	if st := mr.m.Status(); st.Err != "" {
+		why = append(why, "mirror: "+st.Err)
+	}
+	if mr.ixErr != "" {
+		why = append(why, "index unavailable: "+mr.ixErr)
+	}
+	return strings.Join(why, "; ")
 }
