@@ -17,6 +17,7 @@ import (
 // it touched is fsynced once, then the watermark moves past all of them.
 type batch struct {
 	m       *Mirror
+	wm      uint64              // the watermark the batch started from
 	locked  map[string]*ro    // rollouts whose lock the batch holds
 	files   map[string]File   // mirror files open for appending
 	opened  map[string]int64  // path -> its size (fsynced) when the batch opened it
@@ -51,6 +52,7 @@ func (m *Mirror) commit(msgs []jetstream.Msg) (err error) {
 		b.release(err != nil)
 	}()
 	wm := m.Watermark()
+	b.wm = wm
 	tStart := time.Now()
 	for _, msg := range msgs {
 		md, err := msg.Metadata()
@@ -225,7 +227,19 @@ func (b *batch) lock(id string) (*ro, error) {
 	r := b.m.rollout(id)
 	r.mu.Lock()
 	b.locked[id] = r
-	return r, b.m.load(r)
+	if err := b.m.load(r); err != nil {
+		return r, err
+	}
+	if r.aside != "" {
+		// Set aside: rebuild it from the bus up to the watermark.
+		if _, err := b.m.refetch(r, 0, b.wm); err != nil {
+			b.m.log.Warn("mirror: cannot rebuild a set-aside rollout from the bus yet", "rollout", r.id, "err", err)
+			if ioError(err) {
+				return r, err
+			}
+		}
+	}
+	return r, nil
 }
 
 // place mirrors one message, or quarantines it. Only a local failure (the
@@ -244,6 +258,17 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 	case r.broken != "":
 		return b.quarantine(seq, subject, h, data, refuse(KindMirrorDamaged, "%s", r.broken))
 	case p.First > r.next:
+		// The file lacks records the bus holds below the watermark (lost
+		// while stopped, or a file set aside): read them again first.
+		if _, err := b.m.refetch(r, p.First, b.wm); err != nil {
+			b.m.log.Warn("mirror: cannot re-read what a mirror file lacks from the bus", "rollout", r.id, "err", err)
+			if ioError(err) {
+				return err
+			}
+		}
+		if p.First == r.next {
+			break
+		}
 		return b.quarantine(seq, subject, h, data, refuse(KindOrdinalGap,
 			"ordinals %d-%d, the mirror file holds %d and expects %d next", p.First, p.Last, r.next-1, r.next))
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/logbook-agents/logbook/internal/index"
+	"github.com/logbook-agents/logbook/internal/stream"
 )
 
 // DefaultColdAfter is how long a rollout stays idle before it is compressed.
@@ -82,6 +83,11 @@ type Status struct {
 	Indexed         uint64 `json:"indexed"`         // records the index caught up after the mirror
 	Err             string `json:"error,omitempty"` // the last failure, "" once a batch succeeds
 	IndexErr        string `json:"index_error,omitempty"`
+	// Damaged names the rollouts whose mirror file was set aside as
+	// damaged and is not yet rebuilt from the bus, with the reason.
+	Damaged map[string]string `json:"damaged,omitempty"`
+	SetAside uint64           `json:"set_aside"` // damaged files moved to quarantine/damaged/ since start
+	Refetched uint64          `json:"refetched"` // records re-read from the bus into a file that lacked them
 	Running         bool   `json:"running"`
 }
 
@@ -107,6 +113,8 @@ type Mirror struct {
 	// fsynced; no watermark is written while one is left (only the
 	// consumer touches it).
 	unclean map[string]int64
+	bus     *stream.Bus     // set by Run: the rebuilds read from it
+	runCtx  context.Context // Run's
 }
 
 // ro is a rollout's mirror file as the mirror knows it. mu is held while
@@ -120,6 +128,9 @@ type ro struct {
 	repr   sync.RWMutex
 	id     string
 	known  bool  // next and zst are loaded
+	// aside is why the rollout's file was set aside (moved to
+	// quarantine/damaged/), "" when it was not or has been rebuilt.
+	aside  string
 	next   int64 // the ordinal the file expects next
 	zst    bool  // only the .jsonl.zst exists
 	gen    uint64
@@ -198,6 +209,7 @@ func (m *Mirror) Status() Status {
 	defer m.mu.Unlock()
 	s := m.st
 	s.QuarantinedByKind = maps.Clone(m.st.QuarantinedByKind)
+	s.Damaged = maps.Clone(m.st.Damaged)
 	return s
 }
 
