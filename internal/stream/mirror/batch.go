@@ -17,7 +17,7 @@ import (
 // it touched is fsynced once, then the watermark moves past all of them.
 type batch struct {
 	m       *Mirror
-	wm      uint64              // the watermark the batch started from
+	wm      uint64            // the watermark the batch started from
 	locked  map[string]*ro    // rollouts whose lock the batch holds
 	files   map[string]File   // mirror files open for appending
 	opened  map[string]int64  // path -> its size (fsynced) when the batch opened it

@@ -85,10 +85,10 @@ type Status struct {
 	IndexErr        string `json:"index_error,omitempty"`
 	// Damaged names the rollouts whose mirror file was set aside as
 	// damaged and is not yet rebuilt from the bus, with the reason.
-	Damaged map[string]string `json:"damaged,omitempty"`
-	SetAside uint64           `json:"set_aside"` // damaged files moved to quarantine/damaged/ since start
-	Refetched uint64          `json:"refetched"` // records re-read from the bus into a file that lacked them
-	Running         bool   `json:"running"`
+	Damaged   map[string]string `json:"damaged,omitempty"`
+	SetAside  uint64            `json:"set_aside"` // damaged files moved to quarantine/damaged/ since start
+	Refetched uint64            `json:"refetched"` // records re-read from the bus into a file that lacked them
+	Running   bool              `json:"running"`
 }
 
 // Mirror keeps a data dir's mirror files: one JSONL file per rollout, from
@@ -124,10 +124,10 @@ type Mirror struct {
 // re-materialization) and shared while the index reads the file, so that
 // the index never finds it gone between naming and opening it.
 type ro struct {
-	mu     sync.Mutex
-	repr   sync.RWMutex
-	id     string
-	known  bool  // next and zst are loaded
+	mu    sync.Mutex
+	repr  sync.RWMutex
+	id    string
+	known bool // next and zst are loaded
 	// aside is why the rollout's file was set aside (moved to
 	// quarantine/damaged/), "" when it was not or has been rebuilt.
 	aside  string
