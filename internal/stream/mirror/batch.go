@@ -254,6 +254,24 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 		return err
 	}
 	p := c.pack
+	if r.zst && p.Last >= r.next {
+		// It will be appended to: back to plain JSONL first. A .jsonl.zst
+		// that cannot be read is set aside and rebuilt from the bus.
+		if err := b.m.rematerialize(r); err != nil {
+			if ioError(err) {
+				return err
+			}
+			if err := b.m.setAside(r, b.m.zstPath(r.id), err.Error()); err != nil {
+				return err
+			}
+			if _, err := b.m.refetch(r, 0, b.wm); err != nil {
+				b.m.log.Warn("mirror: cannot rebuild a set-aside rollout from the bus yet", "rollout", r.id, "err", err)
+				if ioError(err) {
+					return err
+				}
+			}
+		}
+	}
 	switch {
 	case r.broken != "":
 		return b.quarantine(seq, subject, h, data, refuse(KindMirrorDamaged, "%s", r.broken))
@@ -296,11 +314,6 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 	}
 	if skip == len(p.Lines) {
 		return nil
-	}
-	if r.zst {
-		if err := b.m.rematerialize(r); err != nil {
-			return err
-		}
 	}
 	f, err := b.file(r)
 	if err != nil {

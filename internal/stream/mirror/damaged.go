@@ -91,15 +91,25 @@ func (m *Mirror) refetch(r *ro, before int64, maxSeq uint64) (int, error) {
 	defer rd.Close()
 	var buf []byte
 	start := r.next
-	next, complete := start, false
+	next, complete, why := start, false, ""
 	for {
 		e, err := rd.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			complete = true
 			break
 		}
-		if err != nil || e.Seq > maxSeq || e.Ordinal != next || (before > 0 && e.Ordinal >= before) {
-			complete = err == nil
+		if errors.Is(err, stream.ErrBadPack) {
+			continue // junk on the bus: the consumer quarantined it
+		}
+		if err == nil && e.Ordinal != next && e.Seq <= maxSeq && (before == 0 || next < before) {
+			err = fmt.Errorf("the bus holds ordinal %d where %d is expected (%d-%d no longer on the bus?)", e.Ordinal, next, next, e.Ordinal-1)
+		}
+		if err != nil {
+			why = err.Error()
+			break
+		}
+		if e.Seq > maxSeq || (before > 0 && e.Ordinal >= before) {
+			complete = true
 			break
 		}
 		buf = append(append(buf, e.Record.Raw...), '\n')
@@ -116,10 +126,13 @@ func (m *Mirror) refetch(r *ro, before int64, maxSeq uint64) (int, error) {
 		r.gen++
 		m.count(func(s *Status) { s.Refetched += uint64(n) })
 	}
-	if r.aside != "" && complete {
+	switch {
+	case r.aside != "" && complete:
 		r.aside = ""
 		m.log.Info("mirror: set-aside rollout rebuilt from the bus", "rollout", r.id, "next", r.next)
 		m.count(func(s *Status) { delete(s.Damaged, r.id) })
+	case r.aside != "":
+		m.count(func(s *Status) { s.Damaged[r.id] = r.aside + "; not rebuilt past ordinal " + strconv.FormatInt(r.next-1, 10) + ": " + why })
 	}
 	return int(next - start), nil
 }

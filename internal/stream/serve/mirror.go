@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,11 +93,16 @@ func (mr *mirrorRun) status(w http.ResponseWriter, _ *http.Request) {
 
 // degraded is why the mirror or the index is not doing its work, "" when
 // both are: the mirror's last failure (a full disk says "no space left on
-// device" and names the file), or the index being unavailable.
+// device" and names the file), each rollout whose damaged file was set
+// aside and is not yet rebuilt, or the index being unavailable.
 func (mr *mirrorRun) degraded() string {
 	var why []string
-	if st := mr.m.Status(); st.Err != "" {
+	st := mr.m.Status()
+	if st.Err != "" {
 		why = append(why, "mirror: "+st.Err)
+	}
+	for _, id := range slices.Sorted(maps.Keys(st.Damaged)) {
+		why = append(why, "rollout "+id+": mirror file damaged: "+st.Damaged[id])
 	}
 	if mr.ixErr != "" {
 		why = append(why, "index unavailable: "+mr.ixErr)
