@@ -132,7 +132,9 @@ func (m *Mirror) refetch(r *ro, before int64, maxSeq uint64) (int, error) {
 		m.log.Info("mirror: set-aside rollout rebuilt from the bus", "rollout", r.id, "next", r.next)
 		m.count(func(s *Status) { delete(s.Damaged, r.id) })
 	case r.aside != "":
-		m.count(func(s *Status) { s.Damaged[r.id] = r.aside + "; not rebuilt past ordinal " + strconv.FormatInt(r.next-1, 10) + ": " + why })
+		m.count(func(s *Status) {
+			s.Damaged[r.id] = r.aside + "; not rebuilt past ordinal " + strconv.FormatInt(r.next-1, 10) + ": " + why
+		})
 	}
 	return int(next - start), nil
 }
