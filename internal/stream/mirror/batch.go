@@ -355,7 +355,7 @@ func (b *batch) file(r *ro) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := b.m.cfg.FS.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := b.m.cfg.FS.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("mirror: rollout %s: %w", r.id, err)
 	}

@@ -27,7 +27,7 @@ func syncDir(dir string) error {
 // writeFileSync writes path (truncating it) and fsyncs it; the caller
 // fsyncs the directory.
 func writeFileSync(fsys FS, path string, data []byte) error {
-	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

@@ -168,7 +168,12 @@ func Open(ctx context.Context, cfg Config) (*Mirror, error) {
 	}
 	m.st.QuarantinedByKind = map[string]uint64{}
 	for _, d := range []string{m.rdir, m.qdir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		// 0700 whatever the data dir's mode or the umask: transcripts
+		// are private (and their files are created 0600).
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("mirror: %w", err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
 			return nil, fmt.Errorf("mirror: %w", err)
 		}
 	}
