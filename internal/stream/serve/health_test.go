@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/logbook-agents/logbook/internal/stream/streamtest"
@@ -13,8 +14,10 @@ import (
 // mirror reports one, and "ok" once it does not.
 func TestHealthDegraded(t *testing.T) {
 	b := streamtest.New(t, streamtest.Options{})
-	why := "mirror: rollout r1: append: write /d/rollouts/r1.jsonl: no space left on device"
-	srv := httptest.NewServer(health(b.Conn, "nats://x", func() string { return why }))
+	full := "mirror: rollout r1: append: write /d/rollouts/r1.jsonl: no space left on device"
+	var why atomic.Value
+	why.Store(full)
+	srv := httptest.NewServer(health(b.Conn, "nats://x", func() string { return why.Load().(string) }))
 	defer srv.Close()
 	get := func() (int, map[string]string) {
 		t.Helper()
@@ -29,10 +32,10 @@ func TestHealthDegraded(t *testing.T) {
 		}
 		return resp.StatusCode, body
 	}
-	if code, body := get(); code != 200 || body["status"] != "degraded" || body["reason"] != why {
+	if code, body := get(); code != 200 || body["status"] != "degraded" || body["reason"] != full {
 		t.Fatalf("healthz: %d %v", code, body)
 	}
-	why = ""
+	why.Store("")
 	if code, body := get(); code != 200 || body["status"] != "ok" || body["reason"] != "" {
 		t.Fatalf("healthz: %d %v", code, body)
 	}
