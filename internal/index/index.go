@@ -11,8 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver ("sqlite")
+	"modernc.org/sqlite" // the pure-Go SQLite driver ("sqlite")
 )
 
 // Names inside a data dir. Part of the data dir contract shared with the
@@ -70,10 +71,25 @@ func Path(dir string) string { return filepath.Join(dir, FileName) }
 // deleted) for CatchUp to index again. The caller holds the data dir's LOCK:
 // one writer per index.
 func Open(ctx context.Context, dir string, opt Options) (*Index, error) {
-	if err := os.MkdirAll(filepath.Join(dir, RolloutsDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, RolloutsDir), 0o700); err != nil {
 		return nil, err
 	}
 	ix, err := OpenFile(ctx, Path(dir), opt)
+	if errors.Is(err, ErrSchema) {
+		// Not an index this build can use (garbage, another schema): the
+		// index is derived from the mirror, so keep the file aside and
+		// start an empty one, which CatchUp fills from the mirror files.
+		kept, aerr := setAside(Path(dir))
+		if aerr != nil {
+			return nil, errors.Join(err, aerr)
+		}
+		log := opt.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Error("index: unusable index file set aside; rebuilding the index from the mirror", "err", err, "kept", kept)
+		ix, err = OpenFile(ctx, Path(dir), opt)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +105,13 @@ func Open(ctx context.Context, dir string, opt Options) (*Index, error) {
 // a data dir: no capping, and CatchUp is not available. Rebuild and verify
 // use it for scratch indexes; tests use it with Apply.
 func OpenFile(ctx context.Context, path string, opt Options) (*Index, error) {
+	// Created 0600 whatever the umask or the data dir's mode (transcripts
+	// are private); SQLite gives its -wal and -shm files the same mode.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("index: %w", err)
+	}
+	f.Close()
 	db, err := sql.Open("sqlite", dsn(path, "_pragma=journal_mode(WAL)", "_pragma=synchronous(NORMAL)",
 		"_pragma=busy_timeout(10000)", "_txlock=immediate"))
 	if err != nil {
@@ -107,6 +130,25 @@ func OpenFile(ctx context.Context, path string, opt Options) (*Index, error) {
 		ix.batch = DefaultBatchRecords
 	}
 	return ix, nil
+}
+
+// notADatabase reports SQLite's SQLITE_NOTADB (26) and SQLITE_CORRUPT (11):
+// the file is not an index at all.
+func notADatabase(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && (se.Code()&0xff == 26 || se.Code()&0xff == 11)
+}
+
+// setAside renames an unusable index file (and its -wal and -shm) to
+// <file>.broken-<UTC time> and returns the new name.
+func setAside(path string) (string, error) {
+	kept := path + ".broken-" + time.Now().UTC().Format("20060102T150405Z")
+	for _, ext := range []string{"", "-wal", "-shm"} {
+		if err := os.Rename(path+ext, kept+ext); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("index: set aside %s: %w", path+ext, err)
+		}
+	}
+	return kept, nil
 }
 
 // OpenReader opens an index file read-only. It fails with ErrNoIndex when the
@@ -166,6 +208,9 @@ func dsn(path string, params ...string) string {
 func initSchema(ctx context.Context, db *sql.DB, path string) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
+		if notADatabase(err) {
+			return fmt.Errorf("%w: %s: %v", ErrSchema, path, err)
+		}
 		return fmt.Errorf("index %s: %w", path, err)
 	}
 	defer tx.Rollback()

@@ -31,7 +31,7 @@ type Rollout struct {
 	Spawns     []Spawn
 	Messages   []Message
 	BadIDs     []string // records skipped for an invalid ID, one line each (rollout.CheckEventIDs)
-	metaEnd    int64 // byte offset just past the canonical session_meta
+	metaEnd    int64    // byte offset just past the canonical session_meta
 }
 
 // Spawn is a thread_spawned record: the parent's record of a child.

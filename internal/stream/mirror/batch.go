@@ -19,19 +19,21 @@ import (
 // it touched is fsynced once, then the watermark moves past all of them.
 type batch struct {
 	m       *Mirror
-	locked  map[string]*ro      // rollouts whose lock the batch holds
-	files   map[string]*os.File // mirror files open for appending
-	created bool                // a mirror file was created: fsync rollouts/
-	qfiles  []*os.File          // quarantine files written
-	last    uint64              // last sequence placed
-	pending uint64              // the bus's pending count at the last message
-	msgs    int                 // messages placed
-	records uint64              // records appended
-	dups    uint64              // records found already mirrored
-	refused map[string]uint64   // refusals by kind
-	newQ    int                 // refusals not in quarantine/ before
-	touched map[string]int64    // rollout -> last ordinal appended
-	refs    []string            // rollouts newly named by a history_base
+	wm      uint64            // the watermark the batch started from
+	locked  map[string]*ro    // rollouts whose lock the batch holds
+	files   map[string]File   // mirror files open for appending
+	opened  map[string]int64  // path -> its size (fsynced) when the batch opened it
+	created bool              // a mirror file was created: fsync rollouts/
+	qfiles  []*os.File        // quarantine files written
+	last    uint64            // last sequence placed
+	pending uint64            // the bus's pending count at the last message
+	msgs    int               // messages placed
+	records uint64            // records appended
+	dups    uint64            // records found already mirrored
+	refused map[string]uint64 // refusals by kind
+	newQ    int               // refusals not in quarantine/ before
+	touched map[string]int64  // rollout -> last ordinal appended
+	refs    []string          // rollouts newly named by a history_base
 	scratch []byte
 	stored  []time.Time // store times, for OnCommit
 }
@@ -41,9 +43,18 @@ type batch struct {
 // are reloaded from their files, and the caller restarts from the watermark
 // (records already written are then found mirrored and skipped).
 func (m *Mirror) commit(msgs []jetstream.Msg) (err error) {
-	b := &batch{m: m, locked: map[string]*ro{}, files: map[string]*os.File{}, refused: map[string]uint64{}, touched: map[string]int64{}}
-	defer func() { b.release(err != nil) }()
+	if err := m.cleanUp(); err != nil {
+		return err
+	}
+	b := &batch{m: m, locked: map[string]*ro{}, files: map[string]File{}, opened: map[string]int64{}, refused: map[string]uint64{}, touched: map[string]int64{}}
+	defer func() {
+		if err != nil {
+			b.cutBack()
+		}
+		b.release(err != nil)
+	}()
 	wm := m.Watermark()
+	b.wm = wm
 	tStart := time.Now()
 	for _, msg := range msgs {
 		md, err := msg.Metadata()
@@ -68,11 +79,13 @@ func (m *Mirror) commit(msgs []jetstream.Msg) (err error) {
 		return nil
 	}
 	tPlaced := time.Now()
-	files := make([]*os.File, 0, len(b.files)+len(b.qfiles))
+	files := make([]syncer, 0, len(b.files)+len(b.qfiles))
 	for _, f := range b.files {
 		files = append(files, f)
 	}
-	files = append(files, b.qfiles...)
+	for _, f := range b.qfiles {
+		files = append(files, f)
+	}
 	b.files, b.qfiles = nil, nil
 	if err := syncFiles(files); err != nil {
 		return fmt.Errorf("mirror: fsync: %w", err)
@@ -136,6 +149,59 @@ func (m *Mirror) commit(msgs []jetstream.Msg) (err error) {
 	return nil
 }
 
+// cutBack runs when a batch failed: its writes and fsyncs may have
+// reached the page cache but not the disk (after a failed fsync the kernel
+// may report the next one clean), so every mirror file it opened is cut
+// back to the size it had, which the last watermark vouched for, and
+// fsynced. A file that cannot be is remembered in unclean and the mirror
+// writes no watermark until it is (see cleanUp): the watermark never
+// passes data that was not fsynced.
+func (b *batch) cutBack() {
+	for _, f := range b.files {
+		f.Close()
+	}
+	b.files = nil
+	for path, size := range b.opened {
+		if b.m.unclean == nil {
+			b.m.unclean = map[string]int64{}
+		}
+		b.m.unclean[path] = size
+	}
+	b.opened = nil
+	if err := b.m.cleanUp(); err != nil {
+		b.m.log.Error("mirror: cannot cut a mirror file back after a failed batch; retrying before the next batch", "err", err)
+	}
+}
+
+// cleanUp cuts back and fsyncs the files a failed batch left unclean.
+func (m *Mirror) cleanUp() error {
+	for path, size := range m.unclean {
+		if err := m.cutFile(path, size); err != nil {
+			return fmt.Errorf("mirror: %s not yet cut back to its fsynced size %d: %w", path, size, err)
+		}
+		delete(m.unclean, path)
+	}
+	return nil
+}
+
+// cutFile truncates path to size and fsyncs it. A file that did not exist
+// before the batch (size 0) is left empty, not removed: the rollouts/
+// directory's fsync is then not needed for the cut.
+func (m *Mirror) cutFile(path string, size int64) error {
+	f, err := m.cfg.FS.OpenFile(path, os.O_WRONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := m.cfg.FS.Truncate(path, size); err != nil {
+		f.Close()
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
+}
+
 // release closes what the batch left open and unlocks its rollouts;
 // failed forgets what the batch believed about them.
 func (b *batch) release(failed bool) {
@@ -163,7 +229,19 @@ func (b *batch) lock(id string) (*ro, error) {
 	r := b.m.rollout(id)
 	r.mu.Lock()
 	b.locked[id] = r
-	return r, b.m.load(r)
+	if err := b.m.load(r); err != nil {
+		return r, err
+	}
+	if r.aside != "" {
+		// Set aside: rebuild it from the bus up to the watermark.
+		if _, err := b.m.refetch(r, 0, b.wm); err != nil {
+			b.m.log.Warn("mirror: cannot rebuild a set-aside rollout from the bus yet", "rollout", r.id, "err", err)
+			if ioError(err) {
+				return r, err
+			}
+		}
+	}
+	return r, nil
 }
 
 // futureEpoch refuses an epoch higher than any lease revision issued: one
@@ -204,10 +282,39 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 	if err != nil {
 		return err
 	}
+	if r.zst && p.Last >= r.next {
+		// It will be appended to: back to plain JSONL first. A .jsonl.zst
+		// that cannot be read is set aside and rebuilt from the bus.
+		if err := b.m.rematerialize(r); err != nil {
+			if ioError(err) {
+				return err
+			}
+			if err := b.m.setAside(r, b.m.zstPath(r.id), err.Error()); err != nil {
+				return err
+			}
+			if _, err := b.m.refetch(r, 0, b.wm); err != nil {
+				b.m.log.Warn("mirror: cannot rebuild a set-aside rollout from the bus yet", "rollout", r.id, "err", err)
+				if ioError(err) {
+					return err
+				}
+			}
+		}
+	}
 	switch {
 	case r.broken != "":
 		return b.quarantine(seq, subject, h, data, refuse(KindMirrorDamaged, "%s", r.broken))
 	case p.First > r.next:
+		// The file lacks records the bus holds below the watermark (lost
+		// while stopped, or a file set aside): read them again first.
+		if _, err := b.m.refetch(r, p.First, b.wm); err != nil {
+			b.m.log.Warn("mirror: cannot re-read what a mirror file lacks from the bus", "rollout", r.id, "err", err)
+			if ioError(err) {
+				return err
+			}
+		}
+		if p.First == r.next {
+			break
+		}
 		return b.quarantine(seq, subject, h, data, refuse(KindOrdinalGap,
 			"ordinals %d-%d, the mirror file holds %d and expects %d next", p.First, p.Last, r.next-1, r.next))
 	case p.Last >= r.next && p.Epoch < r.epoch:
@@ -241,11 +348,6 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 	if skip == len(p.Lines) {
 		return nil
 	}
-	if r.zst {
-		if err := b.m.rematerialize(r); err != nil {
-			return err
-		}
-	}
 	f, err := b.file(r)
 	if err != nil {
 		return err
@@ -278,7 +380,7 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 }
 
 // file opens a rollout's plain mirror file for appending, once per batch.
-func (b *batch) file(r *ro) (*os.File, error) {
+func (b *batch) file(r *ro) (File, error) {
 	if f := b.files[r.id]; f != nil {
 		return f, nil
 	}
@@ -287,14 +389,20 @@ func (b *batch) file(r *ro) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := b.m.cfg.FS.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
+		return nil, fmt.Errorf("mirror: rollout %s: %w", r.id, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("mirror: rollout %s: %w", r.id, err)
 	}
 	if !exists {
 		b.created = true
 	}
 	b.files[r.id] = f
+	b.opened[path] = st.Size()
 	return f, nil
 }
 

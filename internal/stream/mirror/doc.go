@@ -17,6 +17,11 @@
 //	                                      {"version":1,"gen":G,"seq":N,"stream_created":T,...}
 //	DIR/quarantine/<seq>.msg, <seq>.json  a refused message: its payload byte for byte,
 //	                                      and its subject, headers, kind and reason
+//	DIR/quarantine/damaged/<file>.<time>  a damaged mirror file set aside, with <that>.reason
+//
+// rollouts/, quarantine/ and quarantine/damaged/ are 0700 and every file in
+// them (and mirror.state) 0600, whatever the data dir's mode or the umask:
+// transcripts are private.
 //
 // seq is the last stream sequence of ROLLOUTS mirrored: every message up to
 // it is in a mirror file or in quarantine/, durably. The rest of the data
@@ -36,7 +41,9 @@
 //     (stream.CheckRecordIDs, the writer's own rules); a canonical
 //     session_meta (ordinal 1) naming this rollout;
 //  2. check it against the mirror file: its first ordinal must be at most
-//     the next one the file expects (else ordinal_gap); ordinals the file
+//     the next one the file expects; if it is not, what the file lacks is
+//     re-read from the bus first (below, Lost lines), and only a gap the
+//     bus cannot fill is an ordinal_gap; ordinals the file
 //     already holds must be byte-equal to the file's lines (else
 //     ordinal_conflict) and are skipped: that is the redelivery after a
 //     crash between an append and the watermark; a pack that adds
@@ -60,6 +67,23 @@
 // rollouts it touched are reloaded from their files and the consumer starts
 // again from the watermark.
 //
+// # Write and fsync errors
+//
+// Errors are sticky per file. After a failed write or fsync the kernel may
+// hold the lines in its page cache only, and report the next fsync clean;
+// a retry that found them "already mirrored" would write a watermark over
+// data that never reached the disk. So a failed batch cuts every mirror
+// file it opened back to the size it had when the batch opened it (the
+// size the last watermark vouched for) and fsyncs it; a file that cannot be
+// cut back is remembered, and no batch runs (no watermark is written) until
+// it is. The retry then writes the lines again. The mirror files go through
+// FS, the one seam to the file system (the OS's by default; tests inject
+// EIO and ENOSPC on write, fsync and rename through it). A full disk fails
+// the batch with "no space left on device" naming the file; Status.Err
+// holds it (serve's /healthz says degraded) until a batch succeeds. Files
+// kept aside (.broken, reasons) are written by temp file, fsync and rename:
+// a failed repair leaves nothing behind.
+//
 // # Quarantine
 //
 // Anything can publish on rollout.*. A message that fails a check goes to
@@ -75,9 +99,28 @@
 // Before the first append to a file in a process, its tail is read. An
 // unterminated or unparsable last line (a write cut short) is copied to
 // <file>.broken (or .broken.2 ...), fsynced, and cut off (truncate, fsync).
-// Other damage at the tail (a crc mismatch, no ordinal) is not the mirror's
-// to guess about: the rollout's messages go to quarantine as
-// mirror_damaged until a person repairs the file.
+// Other damage is not the mirror's to guess about, nor a reason to stop
+// the others: a mirror file damaged at its tail (a crc mismatch, no
+// ordinal), a .jsonl.zst that cannot be read (truncated), or a directory
+// or other non-file at a mirror file's name is set aside: moved into
+// quarantine/damaged/ with its reason, and the rollout rebuilt from the
+// bus (up to the watermark; the consumer brings the rest) while every
+// other rollout keeps flowing. Until it is rebuilt (the bus may no longer
+// hold all of it), Status.Damaged names it and serve's /healthz says
+// degraded. I/O errors (EIO, a full disk) are not damage: they fail the
+// batch and are retried.
+//
+// # Lost lines
+//
+// Lines lost below the watermark (a file cut short at a line boundary
+// while the coordinator was stopped, a file set aside) are read again from
+// the bus (stream.Bus.ReadRollout from the file's last ordinal + 1): at
+// start-up, for every mirror file whose rollout's last message on the bus
+// holds a later ordinal (one message get per rollout), and whenever a
+// message arrives past the file's end. Only records of messages at or
+// below the watermark are re-read; junk packs are skipped as the consumer
+// quarantined them; the re-read stops at the first gap or damage on the
+// bus. Re-read records are fsynced before the batch goes on.
 //
 // # Cold files
 //

@@ -26,8 +26,8 @@ func syncDir(dir string) error {
 
 // writeFileSync writes path (truncating it) and fsyncs it; the caller
 // fsyncs the directory.
-func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+func writeFileSync(fsys FS, path string, data []byte) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
@@ -44,22 +44,31 @@ func writeFileSync(path string, data []byte) error {
 
 // writeAtomic replaces path by temp file, fsync, rename and directory fsync:
 // after a crash it holds the old content or the new, never a mix.
-func writeAtomic(path string, data []byte) error {
+//
+// On an error nothing is left behind: no temp file, no empty or partial
+// file at path.
+func writeAtomic(fsys FS, path string, data []byte) error {
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := writeFileSync(tmp, data); err != nil {
-		os.Remove(tmp)
+	if err := writeFileSync(fsys, tmp, data); err != nil {
+		fsys.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := fsys.Rename(tmp, path); err != nil {
+		fsys.Remove(tmp)
 		return err
 	}
 	return syncDir(filepath.Dir(path))
 }
 
+// syncer is a file to fsync and close.
+type syncer interface {
+	Sync() error
+	Close() error
+}
+
 // syncFiles fsyncs files, all at once (the file system commits concurrent
 // fsyncs together), and closes them. It returns the first error.
-func syncFiles(files []*os.File) error {
+func syncFiles(files []syncer) error {
 	errs := make([]error, len(files))
 	var wg sync.WaitGroup
 	for i, f := range files {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/logbook-agents/logbook/internal/index"
+	"github.com/logbook-agents/logbook/internal/stream"
 )
 
 // DefaultColdAfter is how long a rollout stays idle before it is compressed.
@@ -46,6 +47,9 @@ type Config struct {
 	// OnCommit, when set, is called after each batch is durable (mirror
 	// files fsynced, watermark written). Benchmarks and tests use it.
 	OnCommit func(Commit)
+	// FS is the file system the mirror files are appended through; nil
+	// is the operating system's. Tests inject faults through it.
+	FS FS
 }
 
 // Commit describes one durable batch.
@@ -79,7 +83,12 @@ type Status struct {
 	Indexed         uint64 `json:"indexed"`         // records the index caught up after the mirror
 	Err             string `json:"error,omitempty"` // the last failure, "" once a batch succeeds
 	IndexErr        string `json:"index_error,omitempty"`
-	Running         bool   `json:"running"`
+	// Damaged names the rollouts whose mirror file was set aside as
+	// damaged and is not yet rebuilt from the bus, with the reason.
+	Damaged   map[string]string `json:"damaged,omitempty"`
+	SetAside  uint64            `json:"set_aside"` // damaged files moved to quarantine/damaged/ since start
+	Refetched uint64            `json:"refetched"` // records re-read from the bus into a file that lacked them
+	Running   bool              `json:"running"`
 }
 
 // Mirror keeps a data dir's mirror files: one JSONL file per rollout, from
@@ -103,6 +112,13 @@ type Mirror struct {
 	sf    *stateFile      // written only by the consumer
 	dirty map[string]bool // rollouts for the index to catch up
 	wake  chan struct{}   // the indexer's doorbell
+	// unclean holds mirror files a failed batch wrote past their last
+	// fsynced size, with that size, until they are cut back to it and
+	// fsynced; no watermark is written while one is left (only the
+	// consumer touches it).
+	unclean map[string]int64
+	bus     *stream.Bus     // set by Run: the rebuilds read from it
+	runCtx  context.Context // Run's
 }
 
 // ro is a rollout's mirror file as the mirror knows it. mu is held while
@@ -112,10 +128,13 @@ type Mirror struct {
 // re-materialization) and shared while the index reads the file, so that
 // the index never finds it gone between naming and opening it.
 type ro struct {
-	mu     sync.Mutex
-	repr   sync.RWMutex
-	id     string
-	known  bool   // next and zst are loaded
+	mu    sync.Mutex
+	repr  sync.RWMutex
+	id    string
+	known bool // next and zst are loaded
+	// aside is why the rollout's file was set aside (moved to
+	// quarantine/damaged/), "" when it was not or has been rebuilt.
+	aside  string
 	next   int64  // the ordinal the file expects next
 	epoch  uint64 // highest epoch accepted since the mirror opened (stream.Tail.Follows)
 	zst    bool   // only the .jsonl.zst exists
@@ -149,9 +168,17 @@ func Open(ctx context.Context, cfg Config) (*Mirror, error) {
 	if m.log == nil {
 		m.log = slog.Default()
 	}
+	if m.cfg.FS == nil {
+		m.cfg.FS = &osFS{}
+	}
 	m.st.QuarantinedByKind = map[string]uint64{}
 	for _, d := range []string{m.rdir, m.qdir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		// 0700 whatever the data dir's mode or the umask: transcripts
+		// are private (and their files are created 0600).
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("mirror: %w", err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
 			return nil, fmt.Errorf("mirror: %w", err)
 		}
 	}
@@ -192,6 +219,7 @@ func (m *Mirror) Status() Status {
 	defer m.mu.Unlock()
 	s := m.st
 	s.QuarantinedByKind = maps.Clone(m.st.QuarantinedByKind)
+	s.Damaged = maps.Clone(m.st.Damaged)
 	return s
 }
 

@@ -73,7 +73,7 @@ func (m *Mirror) quarantine(seq uint64, subject string, h nats.Header, data []by
 		path string
 		data []byte
 	}{{base + ".msg", data}, {base + ".json", append(meta, '\n')}} {
-		fh, err := os.OpenFile(f.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		fh, err := os.OpenFile(f.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err == nil {
 			_, err = fh.Write(f.data)
 			if err != nil {

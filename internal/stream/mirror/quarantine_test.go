@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -117,8 +118,9 @@ func TestQuarantine(t *testing.T) {
 }
 
 // TestDamagedMirrorFile: damage at a mirror file's tail that is not a torn
-// write is not repaired by guessing; the rollout's messages go to
-// quarantine as mirror_damaged, the file is left as it is.
+// write is not repaired by guessing: the file is set aside in
+// quarantine/damaged/ with its reason and the rollout rebuilt from the bus;
+// nothing is quarantined.
 func TestDamagedMirrorFile(t *testing.T) {
 	e := newEnv(t)
 	r := e.start(Config{}, false)
@@ -137,11 +139,19 @@ func TestDamagedMirrorFile(t *testing.T) {
 	r2 := e.start(Config{}, false)
 	e.publish(packMsg("rollout.dmg", 3, 1, itemLine(3, "three")))
 	e.caughtUp(r2)
-	qs, err := ReadQuarantine(e.dir)
-	if err != nil || len(qs) != 1 || qs[0].Kind != KindMirrorDamaged {
-		t.Fatalf("quarantine %+v (%v), want one mirror_damaged", qs, err)
+	if qs, err := ReadQuarantine(e.dir); err != nil || len(qs) != 0 {
+		t.Fatalf("quarantine %+v (%v), want none", qs, err)
 	}
-	if got, _ := os.ReadFile(path); !bytes.Equal(got, damaged) {
-		t.Fatal("the damaged file was changed")
+	e.checkEqual("dmg")
+	kept, err := filepath.Glob(filepath.Join(e.dir, QuarantineDir, DamagedDir, "dmg.jsonl.*"))
+	if err != nil || len(kept) != 2 {
+		t.Fatalf("set aside: %v (%v), want the file and its reason", kept, err)
+	}
+	slices.Sort(kept)
+	if got, _ := os.ReadFile(kept[0]); !bytes.Equal(got, damaged) {
+		t.Fatalf("%s does not hold the damaged file", kept[0])
+	}
+	if st := r2.m.Status(); st.SetAside != 1 || len(st.Damaged) != 0 {
+		t.Fatalf("status %+v", st)
 	}
 }

@@ -35,6 +35,10 @@ func (m *Mirror) Run(ctx context.Context, bus *stream.Bus) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); m.runCold(ctx) }()
 	}
+	m.bus, m.runCtx = bus, ctx
+	if err := m.refetchAll(ctx); err != nil && ctx.Err() == nil {
+		m.log.Error("mirror: start-up check of the mirror files against the bus failed; gaps are refilled when their rollout's next message arrives", "err", err)
+	}
 	const backoffMin, backoffMax = 50 * time.Millisecond, 5 * time.Second
 	backoff := backoffMin
 	for {

@@ -128,7 +128,7 @@ func createState(path string) error {
 		}
 		copy(buf[slot*slotSize:], line)
 	}
-	return writeAtomic(path, buf)
+	return writeAtomic(&osFS{}, path, buf)
 }
 
 // write makes s the watermark: its slot written and fdatasynced.

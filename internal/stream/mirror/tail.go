@@ -37,6 +37,15 @@ func (m *Mirror) load(r *ro) error {
 			}
 		}
 		if !plain && !zst {
+			for _, path := range []string{m.plainPath(r.id), m.zstPath(r.id)} {
+				if odd, err := notFile(path); err != nil {
+					return fmt.Errorf("mirror: rollout %s: %w", r.id, err)
+				} else if odd {
+					if err := m.setAside(r, path, "not a regular file"); err != nil {
+						return err
+					}
+				}
+			}
 			r.next, r.zst, r.known = 1, false, true
 			return nil
 		}
@@ -54,7 +63,10 @@ func (m *Mirror) load(r *ro) error {
 		case errors.As(err, &ce) && ce.Torn():
 			if zst {
 				if err := m.rematerialize(r); err != nil {
-					return err
+					if ioError(err) {
+						return err
+					}
+					return m.setAside(r, path, err.Error())
 				}
 				continue
 			}
@@ -63,17 +75,15 @@ func (m *Mirror) load(r *ro) error {
 			}
 			continue
 		case errors.As(err, &ce):
-			r.broken, r.next, r.known = ce.Error(), 0, true
-			m.log.Error("mirror: mirror file damaged at its tail; its rollout's messages go to quarantine until it is repaired",
-				"rollout", r.id, "err", ce)
-			return nil
-		case err != nil:
+			return m.setAside(r, path, "damaged at its tail: "+ce.Error())
+		case err != nil && ioError(err):
 			return fmt.Errorf("mirror: rollout %s: %w", r.id, err)
+		case err != nil:
+			// A file that cannot be read (a truncated .jsonl.zst).
+			return m.setAside(r, path, err.Error())
 		}
 		if e.Record.Ordinal < 1 {
-			r.broken, r.next, r.known = fmt.Sprintf("%s: its last record has no ordinal: not a mirror file", path), 0, true
-			m.log.Error("mirror: not a mirror file; its rollout's messages go to quarantine", "rollout", r.id, "path", path)
-			return nil
+			return m.setAside(r, path, "its last record has no ordinal: not a mirror file")
 		}
 		r.next, r.known = e.Record.Ordinal+1, true
 		return nil
@@ -106,8 +116,8 @@ func isFile(path string) (bool, error) {
 }
 
 // repairTorn moves the bytes from off to the end of a plain mirror file (a
-// write cut short) into <file>.broken and truncates the file there: copy,
-// fsync, truncate, fsync.
+// write cut short) into <file>.broken and truncates the file there: copy
+// to a temp file, fsync, rename, fsync, then truncate, fsync.
 func (m *Mirror) repairTorn(id, path string, off int64) error {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -126,11 +136,10 @@ func (m *Mirror) repairTorn(id, path string, off int64) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileSync(broken, torn); err != nil {
-		return fmt.Errorf("mirror: rollout %s: %w", id, err)
-	}
-	if err := syncDir(m.rdir); err != nil {
-		return err
+	// Temp file, fsync, rename: a failed repair (a full disk) leaves no
+	// empty or partial .broken file behind.
+	if err := writeAtomic(m.cfg.FS, broken, torn); err != nil {
+		return fmt.Errorf("mirror: rollout %s: keep torn tail in %s: %w", id, broken, err)
 	}
 	if err := f.Truncate(off); err != nil {
 		return fmt.Errorf("mirror: rollout %s: truncate torn tail: %w", id, err)

@@ -17,11 +17,15 @@
 //     half done), opens the index (internal/index: its watermarks capped at
 //     the mirror files), catches the index up with the mirror files, then
 //     starts mirroring ROLLOUTS from the mirror's watermark; the index
-//     follows each durable batch. An index that cannot be opened is logged
-//     and left out; the mirror runs without it;
+//     follows each durable batch. An index.db that is not a usable index
+//     (garbage, another schema) is kept aside as index.db.broken-<time> and
+//     rebuilt from the mirror files; one that still cannot be opened is
+//     logged and left out, and the mirror runs without it;
 //   - writes the client URL to <data>/nats.url (temp file, fsync, rename) and
 //     prints it, with the HTTP address, on stdout;
-//   - serves GET /healthz on --listen (200 while the bus connection is up)
+//   - serves GET /healthz on --listen (503 while the bus connection is down;
+//     else 200 with status "ok", or "degraded" and the reason: the mirror's
+//     last failure, a set-aside rollout not yet rebuilt, the index unavailable)
 //     and GET /status (the mirror's counters: watermark, records,
 //     quarantined messages by kind, ...);
 //   - on ctx's end (SIGINT/SIGTERM in the command) stops in order: HTTP

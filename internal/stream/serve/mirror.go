@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/logbook-agents/logbook/internal/index"
@@ -86,4 +89,23 @@ func (mr *mirrorRun) status(w http.ResponseWriter, _ *http.Request) {
 		Mirror   mirror.Status `json:"mirror"`
 		IndexErr string        `json:"index_error,omitempty"`
 	}{mr.m.Status(), mr.ixErr})
+}
+
+// degraded is why the mirror or the index is not doing its work, "" when
+// both are: the mirror's last failure (a full disk says "no space left on
+// device" and names the file), each rollout whose damaged file was set
+// aside and is not yet rebuilt, or the index being unavailable.
+func (mr *mirrorRun) degraded() string {
+	var why []string
+	st := mr.m.Status()
+	if st.Err != "" {
+		why = append(why, "mirror: "+st.Err)
+	}
+	for _, id := range slices.Sorted(maps.Keys(st.Damaged)) {
+		why = append(why, "rollout "+id+": mirror file damaged: "+st.Damaged[id])
+	}
+	if mr.ixErr != "" {
+		why = append(why, "index unavailable: "+mr.ixErr)
+	}
+	return strings.Join(why, "; ")
 }

@@ -139,7 +139,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return fmt.Errorf("serve: HTTP listen on %s: %w", cfg.Listen, err)
 	}
-	mux := health(nc, url)
+	mux := health(nc, url, mr.degraded)
 	mux.HandleFunc("GET /status", mr.status)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	httpErr := make(chan error, 1)
@@ -218,17 +218,22 @@ func drain(nc *nats.Conn, log *slog.Logger) {
 	}
 }
 
-// health serves /healthz: 200 while the bus connection is up.
-func health(nc *nats.Conn, url string) *http.ServeMux {
+// health serves /healthz: 503 while the bus connection is down; else 200,
+// with status "ok", or "degraded" and the reason when degraded (the mirror
+// failing, the disk full, the index unavailable) returns one.
+func health(nc *nats.Conn, url string, degraded func() string) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		status, code := "ok", http.StatusOK
+		body := map[string]string{"status": "ok", "nats": url}
+		code := http.StatusOK
 		if !nc.IsConnected() {
-			status, code = "nats "+nc.Status().String(), http.StatusServiceUnavailable
+			body["status"], code = "nats "+nc.Status().String(), http.StatusServiceUnavailable
+		} else if why := degraded(); why != "" {
+			body["status"], body["reason"] = "degraded", why
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(map[string]string{"status": status, "nats": url})
+		_ = json.NewEncoder(w).Encode(body)
 	})
 	return mux
 }

@@ -1,0 +1,253 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/logbook-agents/logbook/internal/index"
+	"github.com/logbook-agents/logbook/internal/rollout"
+	"github.com/logbook-agents/logbook/internal/stream"
+)
+
+// DamagedDir is where damaged mirror files are set aside, under
+// quarantine/: <rollout file>.<UTC time>, with the reason beside it in
+// <that>.reason.
+const DamagedDir = "damaged"
+
+// ioError reports whether err is the file system failing (EIO, a full
+// disk, a permission), which fails the batch and is retried, rather than a
+// file's content or kind being wrong, which sets that file aside.
+func ioError(err error) bool {
+	var errno syscall.Errno
+	return errors.As(err, &errno) && !errors.Is(err, syscall.EISDIR)
+}
+
+// setAside moves r's damaged mirror file (or whatever sits at its name)
+// into quarantine/damaged/ with the reason, so that its rollout starts
+// again from an empty file that the bus refills (see refetch) while every
+// other rollout keeps flowing. r.mu is held.
+func (m *Mirror) setAside(r *ro, path, why string) error {
+	dir := filepath.Join(m.qdir, DamagedDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("mirror: rollout %s: set aside: %w", r.id, err)
+	}
+	dst := filepath.Join(dir, filepath.Base(path)+"."+time.Now().UTC().Format("20060102T150405.000000000Z"))
+	if err := writeAtomic(m.cfg.FS, dst+".reason", []byte(path+": "+why+"\n")); err != nil {
+		return fmt.Errorf("mirror: rollout %s: set aside: %w", r.id, err)
+	}
+	r.repr.Lock()
+	err := m.cfg.FS.Rename(path, dst)
+	r.repr.Unlock()
+	if err != nil {
+		return fmt.Errorf("mirror: rollout %s: set aside: %w", r.id, err)
+	}
+	if err := errors.Join(syncDir(dir), syncDir(m.rdir)); err != nil {
+		return err
+	}
+	m.log.Error("mirror: damaged mirror file set aside; rebuilding it from the bus", "rollout", r.id, "why", why, "kept", dst)
+	r.aside, r.broken, r.next, r.zst, r.known = why, "", 1, false, true
+	m.count(func(s *Status) {
+		s.SetAside++
+		if s.Damaged == nil {
+			s.Damaged = map[string]string{}
+		}
+		s.Damaged[r.id] = why + " (set aside in " + dst + ")"
+	})
+	return nil
+}
+
+// refetch appends to r's mirror file the records it lacks, read from the
+// bus (stream.Bus.ReadRollout from r.next): those of messages at or below
+// maxSeq, the watermark (what is above it the consumer brings), and below
+// ordinal before (0: no bound). It stops at the first damage or gap on
+// the bus: what follows is the consumer's to place or quarantine. The
+// records are fsynced before it returns. A rollout set aside is repaired
+// once refetch has brought it up to the watermark. r.mu is held.
+func (m *Mirror) refetch(r *ro, before int64, maxSeq uint64) (int, error) {
+	if m.bus == nil || (before > 0 && r.next >= before) {
+		return 0, nil
+	}
+	ctx := m.runCtx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, refetchTimeout)
+	defer cancel()
+	rd, err := m.bus.ReadRollout(ctx, r.id, r.next)
+	if err != nil {
+		return 0, err
+	}
+	defer rd.Close()
+	var buf []byte
+	start := r.next
+	next, complete, why := start, false, ""
+	for {
+		e, err := rd.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			complete = true
+			break
+		}
+		if errors.Is(err, stream.ErrBadPack) {
+			continue // junk on the bus: the consumer quarantined it
+		}
+		if err == nil && e.Ordinal != next && e.Seq <= maxSeq && (before == 0 || next < before) {
+			err = fmt.Errorf("the bus holds ordinal %d where %d is expected (%d-%d no longer on the bus?)", e.Ordinal, next, next, e.Ordinal-1)
+		}
+		if err != nil {
+			why = err.Error()
+			break
+		}
+		if e.Seq > maxSeq || (before > 0 && e.Ordinal >= before) {
+			complete = true
+			break
+		}
+		buf = append(append(buf, e.Record.Raw...), '\n')
+		next++
+	}
+	if len(buf) > 0 {
+		if err := m.appendSync(r, buf); err != nil {
+			return 0, err
+		}
+		n := next - start
+		m.log.Warn("mirror: records the mirror file lacked re-read from the bus", "rollout", r.id,
+			"ordinals", strconv.FormatInt(r.next, 10)+"-"+strconv.FormatInt(next-1, 10))
+		r.next = next
+		r.gen++
+		m.count(func(s *Status) { s.Refetched += uint64(n) })
+	}
+	switch {
+	case r.aside != "" && complete:
+		r.aside = ""
+		m.log.Info("mirror: set-aside rollout rebuilt from the bus", "rollout", r.id, "next", r.next)
+		m.count(func(s *Status) { delete(s.Damaged, r.id) })
+	case r.aside != "":
+		m.count(func(s *Status) {
+			s.Damaged[r.id] = r.aside + "; not rebuilt past ordinal " + strconv.FormatInt(r.next-1, 10) + ": " + why
+		})
+	}
+	return int(next - start), nil
+}
+
+// refetchTimeout bounds one rollout's re-read from the bus.
+const refetchTimeout = time.Minute
+
+// refetchAll runs when the mirror starts: every rollout whose file lacks
+// records the bus holds below the watermark (a file truncated while the
+// coordinator was stopped, a file set aside) gets them again, before any
+// more is appended. It costs one read of each file's last line and one
+// message get per rollout. A rollout that cannot be repaired now is logged
+// and left for its next message (see place).
+func (m *Mirror) refetchAll(ctx context.Context) error {
+	ents, err := os.ReadDir(m.rdir)
+	if err != nil {
+		return fmt.Errorf("mirror: %w", err)
+	}
+	s, err := m.bus.JetStream().Stream(ctx, stream.StreamRollouts)
+	if err != nil {
+		return fmt.Errorf("mirror: stream %s: %w", stream.StreamRollouts, err)
+	}
+	seen := map[string]bool{}
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(strings.TrimSuffix(e.Name(), zstExt), index.JSONLExt)
+		if !ok || seen[id] || rollout.ValidateID("rollout id", id) != nil {
+			continue
+		}
+		seen[id] = true
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := m.refetchOne(ctx, s, id); err != nil {
+			if ioError(err) {
+				return err
+			}
+			m.log.Warn("mirror: cannot check a mirror file against the bus at start-up", "rollout", id, "err", err)
+		}
+	}
+	return nil
+}
+
+func (m *Mirror) refetchOne(ctx context.Context, s jetstream.Stream, id string) error {
+	r := m.rollout(id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := m.load(r); err != nil || r.broken != "" {
+		return err
+	}
+	wm := m.Watermark()
+	if r.aside == "" {
+		last, err := s.GetLastMsgForSubject(ctx, stream.RolloutSubject(id))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		lastOrd, err := strconv.ParseInt(last.Header.Get(stream.HeaderLast), 10, 64)
+		if err != nil || lastOrd < r.next {
+			return nil // junk, or nothing lacking
+		}
+	}
+	if r.zst {
+		if err := m.rematerialize(r); err != nil {
+			return err
+		}
+	}
+	_, err := m.refetch(r, 0, wm)
+	return err
+}
+
+// appendSync appends lines to r's plain mirror file and fsyncs it (and
+// rollouts/ when it created the file).
+func (m *Mirror) appendSync(r *ro, buf []byte) error {
+	path := m.plainPath(r.id)
+	exists, err := isFile(path)
+	if err != nil {
+		return err
+	}
+	f, err := m.cfg.FS.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("mirror: rollout %s: %w", r.id, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("mirror: rollout %s: %w", r.id, err)
+	}
+	_, werr := f.Write(buf)
+	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		// Not fsynced: cut back, as a failed batch does.
+		if m.unclean == nil {
+			m.unclean = map[string]int64{}
+		}
+		m.unclean[path] = st.Size()
+		return fmt.Errorf("mirror: rollout %s: refetch: %w", r.id, err)
+	}
+	if !exists {
+		return syncDir(m.rdir)
+	}
+	return nil
+}
+
+// notFile reports whether something other than a regular file sits at
+// path (a directory, a FIFO): the mirror cannot use it.
+func notFile(path string) (bool, error) {
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !st.Mode().IsRegular(), nil
+}
