@@ -31,8 +31,10 @@ func (t Tail) Follows(p *Packed) error {
 	return nil
 }
 
-// checkPackLines checks every line of a pack: a record with the ordinal its
-// place says and a crc that matches.
+// checkPackLines checks every line of a pack as the mirror does: a record
+// with the ordinal its place says, a crc that matches, valid IDs
+// (CheckRecordIDs), and a canonical session_meta (ordinal 1) naming the
+// rollout of the subject.
 func checkPackLines(p *Packed) (rollout.Record, error) {
 	var rec rollout.Record
 	for i, line := range p.Lines {
@@ -40,8 +42,16 @@ func checkPackLines(p *Packed) (rollout.Record, error) {
 		if err != nil {
 			return rec, err
 		}
-		if r.Ordinal != p.First+int64(i) || r.CRC == "" || !r.CRCOK() {
-			return rec, fmt.Errorf("%w: ordinal %d", rollout.ErrCorruptLine, p.First+int64(i))
+		ord := p.First + int64(i)
+		if r.Ordinal != ord || r.CRC == "" || !r.CRCOK() {
+			return rec, fmt.Errorf("%w: ordinal %d", rollout.ErrCorruptLine, ord)
+		}
+		meta, err := CheckRecordIDs(&r)
+		if err != nil {
+			return rec, fmt.Errorf("ordinal %d: %w", ord, err)
+		}
+		if meta != nil && ord == 1 && RolloutSubject(meta.Rollout()) != p.Subject {
+			return rec, fmt.Errorf("%w: canonical session_meta names rollout %q, the subject is %s", ErrInvalidRecord, meta.Rollout(), p.Subject)
 		}
 		rec = r
 	}

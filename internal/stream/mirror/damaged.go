@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -68,10 +67,10 @@ func (m *Mirror) setAside(r *ro, path, why string) error {
 }
 
 // refetch appends to r's mirror file the records it lacks, read from the
-// bus (stream.Bus.ReadRollout from r.next): those of messages at or below
-// maxSeq, the watermark (what is above it the consumer brings), and below
-// ordinal before (0: no bound). It stops at the first damage or gap on
-// the bus: what follows is the consumer's to place or quarantine. The
+// bus by the valid-tail rule (stream.Bus.ValidPacks: junk, stale and forged
+// packs are skipped, as the consumer quarantines them): those of packs at
+// or below maxSeq, the watermark (what is above it the consumer brings), and
+// below ordinal before (0: no bound). The
 // records are fsynced before it returns. A rollout set aside is repaired
 // once refetch has brought it up to the watermark. r.mu is held.
 func (m *Mirror) refetch(r *ro, before int64, maxSeq uint64) (int, error) {
@@ -84,36 +83,44 @@ func (m *Mirror) refetch(r *ro, before int64, maxSeq uint64) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, refetchTimeout)
 	defer cancel()
-	rd, err := m.bus.ReadRollout(ctx, r.id, r.next)
-	if err != nil {
-		return 0, err
-	}
-	defer rd.Close()
 	var buf []byte
 	start := r.next
 	next, complete, why := start, false, ""
-	for {
-		e, err := rd.Next(ctx)
-		if errors.Is(err, io.EOF) {
+	var epoch uint64
+	errDone := errors.New("done")
+	tail, last, err := m.bus.ValidPacks(ctx, r.id, func(p *stream.Packed) error {
+		if p.Seq > maxSeq || (before > 0 && p.First >= before) {
 			complete = true
-			break
+			return errDone
 		}
-		if errors.Is(err, stream.ErrBadPack) {
-			continue // junk on the bus: the consumer quarantined it
+		for i, line := range p.Lines {
+			ord := p.First + int64(i)
+			if ord < next {
+				continue
+			}
+			if before > 0 && ord >= before {
+				complete = true
+				return errDone
+			}
+			buf = append(append(buf, line...), '\n')
+			next++
 		}
-		if err == nil && e.Ordinal != next && e.Seq <= maxSeq && (before == 0 || next < before) {
-			err = fmt.Errorf("the bus holds ordinal %d where %d is expected (%d-%d no longer on the bus?)", e.Ordinal, next, next, e.Ordinal-1)
-		}
-		if err != nil {
-			why = err.Error()
-			break
-		}
-		if e.Seq > maxSeq || (before > 0 && e.Ordinal >= before) {
-			complete = true
-			break
-		}
-		buf = append(append(buf, e.Record.Raw...), '\n')
-		next++
+		epoch = p.Epoch
+		return nil
+	})
+	switch {
+	case errors.Is(err, errDone):
+	case err != nil:
+		why = err.Error()
+	case tail.Seq >= last:
+		complete = true
+	default:
+		// Messages after the valid tail (purged records, junk, stale or
+		// forged packs): what the file lacked may be gone from the bus.
+		why = fmt.Sprintf("the bus holds no valid pack after ordinal %d (stream sequence %d), but messages up to sequence %d", tail.Ordinal, tail.Seq, last)
+	}
+	if epoch > r.epoch {
+		r.epoch = epoch
 	}
 	if len(buf) > 0 {
 		if err := m.appendSync(r, buf); err != nil {
