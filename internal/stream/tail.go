@@ -83,7 +83,7 @@ func (b *Bus) ValidPacks(ctx context.Context, rolloutID string, fn func(p *Packe
 		}
 		last, seq = m.Seq, m.Seq+1
 		p, err := DecodePack(m.Subject, m.Seq, m.Header, m.Data)
-		if err != nil || p.Epoch > issued || tail.Follows(p) != nil {
+		if err != nil || p.Epoch > issued || tail.Follows(p) != nil || b.CheckRecordSizes(p) != nil {
 			continue
 		}
 		if _, err := checkPackLines(p); err != nil {
@@ -124,4 +124,18 @@ func (b *Bus) LeaseRevision(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("stream: bucket %s: no stream state", BucketLeases)
 	}
 	return bs.StreamInfo().State.LastSeq, nil
+}
+
+// CheckRecordSizes refuses a pack holding a record line (with its '\n')
+// over the record limit: the one limit, which Append enforces before
+// publishing and the mirror and ValidPacks enforce on what they read, so a
+// record no writer would send is never accepted from the bus either.
+// Errors wrap ErrTooLarge.
+func (b *Bus) CheckRecordSizes(p *Packed) error {
+	for i, line := range p.Lines {
+		if len(line)+1 > b.recordLimit {
+			return fmt.Errorf("%w: ordinal %d is %d bytes, the limit is %d", ErrTooLarge, p.First+int64(i), len(line)+1, b.recordLimit)
+		}
+	}
+	return nil
 }

@@ -273,6 +273,11 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 		return b.quarantine(seq, subject, h, data, why)
 	}
 	p := c.pack
+	if b.m.bus != nil {
+		if err := b.m.bus.CheckRecordSizes(p); err != nil {
+			return b.quarantine(seq, subject, h, data, refuse(KindTooLarge, "%v", err))
+		}
+	}
 	if future, err := b.m.futureEpoch(p.Epoch); err != nil {
 		return err
 	} else if future != nil {

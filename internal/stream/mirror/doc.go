@@ -53,7 +53,8 @@
 //     whose epoch is above the last lease revision issued
 //     (stream.Bus.LeaseRevision, read again only when an epoch exceeds the
 //     last value read) is future_epoch, so one forged epoch cannot fence a
-//     thread for good;
+//     thread for good; a pack with a record over the record limit writers
+//     enforce (stream.Bus.CheckRecordSizes) is too_large;
 //  3. append the remaining lines to the file in one write.
 //
 // Then, once per batch: fsync every mirror file and quarantine file it
@@ -88,7 +89,8 @@
 //
 // Anything can publish on rollout.*. A message that fails a check goes to
 // quarantine/ with its kind (bad_pack, invalid_id, crc_mismatch,
-// bad_record, wrong_rollout, ordinal_gap, ordinal_conflict, stale_epoch, future_epoch, mirror_damaged),
+// bad_record, wrong_rollout, ordinal_gap, ordinal_conflict, stale_epoch, future_epoch, too_large,
+// mirror_damaged),
 // is counted in Status and logged, and never reaches a mirror file; the
 // watermark moves past it. A message is refused whole: one bad line and
 // none of its lines are mirrored. Later messages of the same rollout are

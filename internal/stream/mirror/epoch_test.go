@@ -80,3 +80,39 @@ func TestFutureEpochCannotFence(t *testing.T) {
 		t.Fatalf("quarantine: %+v (%v), want future_epoch at seq %d", qs, err, forged)
 	}
 }
+
+// TestOverLimitRecordQuarantined: a record one byte over the record limit
+// the writers enforce, in a pack the server takes, is quarantined as
+// too_large, and the next writer does not continue after it.
+func TestOverLimitRecordQuarantined(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(Config{}, true)
+	w1 := e.openWriter("big", nil)
+	w1.items(2, "one")
+	w1.close()
+	limit := e.bus.RecordLimit()
+	text := strings.Repeat("x", limit)
+	rec := itemLine(4, text)
+	for len(rec)+1 > limit+1 { // trim to exactly limit+1 bytes with its '\n'
+		text = text[:len(text)-(len(rec)+1-(limit+1))]
+		rec = itemLine(4, text)
+	}
+	if len(rec)+1 != limit+1 {
+		t.Fatalf("record is %d bytes, want %d", len(rec)+1, limit+1)
+	}
+	big := e.publish(packMsg("rollout.big", 4, 1, rec))
+	w2 := e.openWriter("big", nil)
+	if got := w2.w.Next(); got != 4 {
+		t.Fatalf("writer 2 continues at ordinal %d, want 4 (the over-limit record is not its tail)", got)
+	}
+	w2.items(1, "two")
+	e.caughtUp(r)
+	qs, err := ReadQuarantine(e.dir)
+	if err != nil || len(qs) != 1 || qs[0].Kind != KindTooLarge || qs[0].Seq != big {
+		t.Fatalf("quarantine: %+v (%v), want too_large at seq %d", qs, err, big)
+	}
+	got, _ := readFile(t, e.dir, "big")
+	if strings.Contains(got, text[:1000]) {
+		t.Fatal("the over-limit record is in the mirror file")
+	}
+}

@@ -29,6 +29,7 @@ const (
 	KindOrdinalConflict = "ordinal_conflict" // repeats mirrored ordinals with other bytes
 	KindStaleEpoch      = "stale_epoch"      // epoch lower than the rollout's highest accepted epoch
 	KindFutureEpoch     = "future_epoch"     // epoch higher than any lease revision issued
+	KindTooLarge        = "too_large"        // a record over the record limit writers enforce (stream.Bus.CheckRecordSizes)
 	KindMirrorDamaged   = "mirror_damaged"   // the mirror file's tail is damaged (not torn): nothing is appended to it
 )
 
