@@ -37,3 +37,28 @@ func TestDialLostServerFailsFast(t *testing.T) {
 	}
 	t.Logf("failed after %v: %v", elapsed, err)
 }
+
+// TestRetryWithoutDeadlineEnds: a bus call given a context with no deadline
+// (a release on the way out) still ends while the server is gone, after
+// retryBudget call timeouts, with ErrBusUnavailable.
+func TestRetryWithoutDeadlineEnds(t *testing.T) {
+	ts := startTestServer(t, FsyncInterval)
+	nc := connect(t, ts.url())
+	openBus(t, nc, SetupConfig{})
+	bus, err := Open(ctxT(t, 10*time.Second), nc, Options{Logger: quiet(), CallTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := bus.TakeLease(ctxT(t, 10*time.Second), "th1", LeaseOptions{Holder: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.stop()
+	start := time.Now()
+	err = l.Release(context.Background())
+	took := time.Since(start)
+	if !errors.Is(err, ErrBusUnavailable) || took > 10*time.Second {
+		t.Fatalf("Release with no deadline and no server: %v after %v", err, took)
+	}
+	t.Logf("%v after %v", err, took.Round(time.Millisecond))
+}

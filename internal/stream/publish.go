@@ -62,7 +62,7 @@ func (w *Writer) run() {
 		}
 		w.queue = append(w.queue[:0:0], w.queue[n:]...)
 		w.acked, w.seq = p.last, newSeq
-		w.failing = nil
+		w.failing, w.lastErr = nil, nil
 		w.stats.Publishes++
 		w.stats.Records += int64(n)
 		w.broadcastLocked()
@@ -138,6 +138,9 @@ func (w *Writer) commit(p *pack, seq uint64) (uint64, error) {
 		if since.IsZero() {
 			since = time.Now()
 		}
+		w.mu.Lock()
+		w.lastErr = cause
+		w.mu.Unlock()
 		if attempt >= w.opts.FailAfter {
 			w.mu.Lock()
 			if w.failing == nil {

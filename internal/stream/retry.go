@@ -18,6 +18,10 @@ import (
 // retried against the new leader instead of waiting for ever.
 const DefaultCallTimeout = 5 * time.Second
 
+// retryBudget bounds, in call timeouts, the retries of a call whose context
+// has no deadline (30 s with the default call timeout).
+const retryBudget = 6
+
 // Backoff between retries of a transient failure.
 const (
 	retryMin = 50 * time.Millisecond
@@ -47,11 +51,19 @@ func transient(err error) bool {
 }
 
 // retry runs call, each attempt bounded by the call timeout, until it
-// succeeds, fails for good, or ctx ends; transient failures are retried
-// with backoff. When ctx ends the last failure is returned with it, so the
+// succeeds, fails for good, or ctx ends (a ctx without a deadline ends
+// after retryBudget call timeouts); transient failures are retried with
+// backoff. When ctx ends the last failure is returned with it, so the
 // error says what the bus was doing (quorum lost reads as "no responders"
 // or "timeout" again and again).
 func (b *Bus) retry(ctx context.Context, what string, call func(context.Context) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		// No deadline given (a cleanup, a release on the way out): retries
+		// still end, after retryBudget call timeouts.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, retryBudget*b.callTimeout)
+		defer cancel()
+	}
 	delay := retryMin
 	for attempt := 1; ; attempt++ {
 		cctx, cancel := b.callCtx(ctx)

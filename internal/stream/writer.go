@@ -86,6 +86,7 @@ type Writer struct {
 	closing      bool
 	fatal        error         // the writer stopped
 	failing      *PublishError // publishes keep failing (retrying)
+	lastErr      error         // why the last publish attempt failed; nil after a success
 	changed      chan struct{} // closed and replaced on every change
 	stats        Stats
 
@@ -292,8 +293,13 @@ func (w *Writer) wait(ctx context.Context, stopOnFailing bool) error {
 		case <-ctx.Done():
 			w.mu.Lock()
 			err := fmt.Errorf("rollout %s: flush to ordinal %d (acknowledged %d): %w", w.rollout, target, w.acked, ctx.Err())
-			if w.failing != nil {
+			switch {
+			case w.failing != nil:
 				err = fmt.Errorf("%w; %w", err, w.failing)
+			case w.lastErr != nil:
+				// Fewer than FailAfter attempts failed: still say why, so a
+				// full disk or a lost bus is not a bare deadline.
+				err = fmt.Errorf("%w; the last publish attempt failed: %w", err, w.lastErr)
 			}
 			return err
 		case <-ch:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -430,4 +431,35 @@ func TestWriterPersistentFailureKeepsRecords(t *testing.T) {
 			t.Fatalf("ordinal %d holds other bytes", i+1)
 		}
 	}
+}
+
+// TestFlushDeadlineSaysWhy: a Flush that runs out of time before FailAfter
+// attempts failed still names why the last attempt failed, not only the
+// deadline.
+func TestFlushDeadlineSaysWhy(t *testing.T) {
+	ts, bus := single(t)
+	ctx := ctxT(t, 60*time.Second)
+	l := take(t, bus, "th1", "test", false)
+	w := openWriter(t, bus, l, "ro1", WriterOptions{PublishTimeout: 200 * time.Millisecond, FailAfter: 1000, BackoffMax: 100 * time.Millisecond})
+	for _, r := range []rollout.Record{meta("th1", "ro1"), userMsg("before")} {
+		if _, err := w.Append(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ts.stop()
+	if _, err := w.Append(ctx, item("during", 100)); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	err := w.Flush(short)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "the last publish attempt failed: ") {
+		t.Fatalf("Flush past its deadline with the server down: %v", err)
+	}
+	t.Log(err)
+	ts.start() // so that the lease is released cleanly
+	waitFor(t, 30*time.Second, "the record to land after the restart", func() bool { return w.Flush(ctx) == nil })
 }
