@@ -301,66 +301,74 @@ func keyEquals(raw []byte, want string) bool {
 	return s == want
 }
 
+// firstMember returns the index just inside the '{' of the JSON object obj,
+// where nextMember starts, or -1 when obj is not an object.
+func firstMember(obj []byte) int {
+	i := skipWS(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return -1
+	}
+	return i + 1
+}
+
+// nextMember reads the member of the valid JSON object obj at i (just inside
+// '{' or past a ','): its raw key and value, and where the next member
+// starts, or -1 after the last one. key is nil when there is no member at i.
+// It skips values without validating them again (payloads are validated on
+// decode).
+func nextMember(obj []byte, i int) (key, val []byte, next int) {
+	kstart := skipWS(obj, i)
+	if kstart >= len(obj) || obj[kstart] != '"' {
+		return nil, nil, -1
+	}
+	kend := skipStringFast(obj, kstart)
+	if kend < 0 {
+		return nil, nil, -1
+	}
+	i = skipWS(obj, kend)
+	if i >= len(obj) || obj[i] != ':' {
+		return nil, nil, -1
+	}
+	vstart := skipWS(obj, i+1)
+	vend := skipValueFast(obj, vstart)
+	if vend < 0 {
+		return nil, nil, -1
+	}
+	key, val = obj[kstart:kend], obj[vstart:vend]
+	i = skipWS(obj, vend)
+	if i >= len(obj) || obj[i] != ',' {
+		return key, val, -1
+	}
+	return key, val, i + 1
+}
+
 // Lookup returns the raw value of the top-level member key of the JSON object
 // obj, or nil. obj must be valid JSON (payloads are validated on decode), so
 // Lookup skips values without validating them again.
 func Lookup(obj []byte, key string) []byte {
-	i := skipWS(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return nil
+	for i := firstMember(obj); i >= 0; {
+		var k, v []byte
+		if k, v, i = nextMember(obj, i); k == nil {
+			return nil
+		}
+		if keyEquals(k, key) {
+			return v
+		}
 	}
-	i++
-	for {
-		i = skipWS(obj, i)
-		if i >= len(obj) || obj[i] != '"' {
-			return nil
-		}
-		kend := skipStringFast(obj, i)
-		if kend < 0 {
-			return nil
-		}
-		match := keyEquals(obj[i:kend], key)
-		i = skipWS(obj, kend)
-		if i >= len(obj) || obj[i] != ':' {
-			return nil
-		}
-		i = skipWS(obj, i+1)
-		vend := skipValueFast(obj, i)
-		if vend < 0 {
-			return nil
-		}
-		if match {
-			return obj[i:vend]
-		}
-		i = skipWS(obj, vend)
-		if i >= len(obj) || obj[i] != ',' {
-			return nil
-		}
-		i++
-	}
+	return nil
 }
 
 // duplicateKey returns the first top-level key of the valid JSON value obj
 // that an earlier key already named (escapes decoded), or nil. Values that are
 // not objects have no keys.
 func duplicateKey(obj []byte) []byte {
-	i := skipWS(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return nil
-	}
 	var keys []string
 	var set map[string]bool
-	i++
-	for {
-		i = skipWS(obj, i)
-		if i >= len(obj) || obj[i] != '"' {
+	for i := firstMember(obj); i >= 0; {
+		var raw []byte
+		if raw, _, i = nextMember(obj, i); raw == nil {
 			return nil
 		}
-		kend := skipStringFast(obj, i)
-		if kend < 0 {
-			return nil
-		}
-		raw := obj[i:kend]
 		k, ok := rawString(raw)
 		if !ok {
 			return nil
@@ -370,33 +378,21 @@ func duplicateKey(obj []byte) []byte {
 				return raw
 			}
 			set[k] = true
-		} else {
+			continue
+		}
+		for _, seen := range keys {
+			if seen == k {
+				return raw
+			}
+		}
+		if keys = append(keys, k); len(keys) > 16 { // a set beyond a few keys: never quadratic
+			set = make(map[string]bool, 2*len(keys))
 			for _, seen := range keys {
-				if seen == k {
-					return raw
-				}
-			}
-			if keys = append(keys, k); len(keys) > 16 { // a set beyond a few keys: never quadratic
-				set = make(map[string]bool, 2*len(keys))
-				for _, seen := range keys {
-					set[seen] = true
-				}
+				set[seen] = true
 			}
 		}
-		i = skipWS(obj, kend)
-		if i >= len(obj) || obj[i] != ':' {
-			return nil
-		}
-		vend := skipValueFast(obj, skipWS(obj, i+1))
-		if vend < 0 {
-			return nil
-		}
-		i = skipWS(obj, vend)
-		if i >= len(obj) || obj[i] != ',' {
-			return nil
-		}
-		i++
 	}
+	return nil
 }
 
 // skipStringFast returns the index past the string at b[i] == '"', or -1.
