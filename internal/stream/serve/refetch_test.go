@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/logbook-agents/logbook/internal/index"
@@ -22,15 +21,7 @@ import (
 // boundary) while the coordinator is stopped is completed from the bus at
 // start-up; later records are mirrored, none quarantined as ordinal_gap.
 func TestTruncatedWhileStoppedRefetched(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{ServerName: "ext", Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	ns := externalNATS(t, "ext")
 	dir := t.TempDir()
 	_, stop := start(t, Config{DataDir: dir, NATSURL: ns.ClientURL(), Listen: "127.0.0.1:0"})
 

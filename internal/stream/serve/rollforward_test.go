@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/logbook-agents/logbook/internal/faults"
@@ -17,15 +16,7 @@ import (
 // TestServeRollsForward: a revert that died at the crash point between its
 // seal and its THREADS switch is finished when serve starts.
 func TestServeRollsForward(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{ServerName: "rf", Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	ns := externalNATS(t, "rf")
 	dir := t.TempDir()
 	_, stop := start(t, Config{DataDir: dir, NATSURL: ns.ClientURL(), Listen: "127.0.0.1:0"})
 	if err := stop(); err != nil {

@@ -135,15 +135,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 // one-line error.
 func TestServeExternalNATS(t *testing.T) {
 	// Someone else's server, with NATS's default max payload (1 MiB).
-	ns, err := server.NewServer(&server.Options{ServerName: "ext", Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	ns := externalNATS(t, "ext")
 	dir := t.TempDir()
 	info, stop := start(t, Config{DataDir: dir, NATSURL: ns.ClientURL(), Listen: "127.0.0.1:0"})
 	if info.NATSURL != ns.ClientURL() || info.RecordLimit != stream.MaxRecord(1<<20) {
@@ -176,4 +168,20 @@ func TestServeExternalNATS(t *testing.T) {
 	if !errors.Is(err, stream.ErrConfigMismatch) || !strings.Contains(err.Error(), "stream ROLLOUTS has max bytes") {
 		t.Fatalf("mismatching ROLLOUTS: %v", err)
 	}
+}
+
+// externalNATS starts "someone else's" JetStream server (NATS's default max
+// payload, 1 MiB) on an OS-chosen port; it stops with the test.
+func externalNATS(t *testing.T, name string) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{ServerName: name, Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	return ns
 }
