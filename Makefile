@@ -4,7 +4,7 @@ BIN       := $(CURDIR)/bin
 TOOLS     := $(CURDIR)/.tools
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test test-race test-full lint fmt-check bench crash failover fuzz clean
+.PHONY: all build run test test-race test-full lint fmt-check bench crash failover faultfs fuzz clean
 
 all: build
 
@@ -71,6 +71,12 @@ crash:
 FAILOVER_COUNT ?= 5
 failover:
 	LOGBOOK_FAILOVER=1 $(GO) test -count=$(FAILOVER_COUNT) -timeout 30m -v -run '^TestImportRidesLeaderFailover$$' ./e2e/
+
+# The mirror under injected EIO/ENOSPC write and fsync faults, FAULTFS_COUNT
+# times (not in make test: it fails now and then, issue 8 item 2).
+FAULTFS_COUNT ?= 20
+faultfs:
+	LOGBOOK_FAULTFS=1 $(GO) test -count=$(FAULTFS_COUNT) -run '^TestFailedFsyncNeverAdvancesWatermark$$' ./internal/stream/mirror/
 
 # Fuzz each target for FUZZTIME (CI runs only their seed corpora, in make test).
 FUZZTIME ?= 60s
