@@ -60,7 +60,7 @@ func verifyMirrorAgainstBus(ctx context.Context, dir string) (busCheck, error) {
 func openDataBus(ctx context.Context, dir string) (*stream.Bus, func(), string) {
 	b, err := os.ReadFile(filepath.Join(dir, serve.URLFile))
 	if err != nil {
-		return nil, nil, fmt.Sprintf("not checked: %s has no %s (no coordinator has served it)", dir, serve.URLFile)
+		return nil, nil, fmt.Sprintf("not checked: %s has no %s (no coordinator is serving it)", dir, serve.URLFile)
 	}
 	url := strings.TrimSpace(string(b))
 	nc, err := nats.Connect(url, nats.Timeout(2*time.Second), nats.Name("logbook-verify"))

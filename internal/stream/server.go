@@ -67,7 +67,7 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		// The server reports a busy port only by never becoming ready: ask first.
 		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
-			return nil, fmt.Errorf("stream: embedded nats-server cannot listen on %s: %w", cfg.Listen, err)
+			return nil, fmt.Errorf("stream: embedded nats-server cannot listen on %s (--nats-listen): %w", cfg.Listen, err)
 		}
 		l.Close()
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -85,6 +86,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			err = fmt.Errorf("serve: release lock: %w", rerr)
 		}
 	}()
+	// Every listen address is taken before anything starts: a coordinator
+	// that cannot serve HTTP must not have started NATS or written nats.url.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("serve: HTTP listen on %s (--listen): %w", cfg.Listen, err)
+	}
+	defer ln.Close()
 
 	var ns *server.Server
 	var nc *nats.Conn
@@ -104,10 +112,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		url = ns.ClientURL()
 		nc, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("logbook-coordinator"))
 	} else {
-		nc, err = nats.Connect(url, nats.Name("logbook-coordinator"), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+		nc, err = connectExternal(url)
 	}
 	if err != nil {
-		return fmt.Errorf("serve: connect to %s: %w", url, err)
+		return fmt.Errorf("serve: connect to %s (--nats): %w", url, err)
 	}
 	defer drain(nc, log)
 
@@ -131,14 +139,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	defer mr.stop()
-	if err := writeFileAtomic(filepath.Join(cfg.DataDir, URLFile), []byte(url+"\n")); err != nil {
+	urlFile := filepath.Join(cfg.DataDir, URLFile)
+	if err := writeFileAtomic(urlFile, []byte(url+"\n")); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("serve: HTTP listen on %s: %w", cfg.Listen, err)
-	}
+	// A clean stop takes its URL with it; a killed coordinator leaves it
+	// behind, and the next serve overwrites it.
+	defer os.Remove(urlFile)
 	mux := health(nc, url, mr.degraded)
 	mux.HandleFunc("GET /status", mr.status)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -270,4 +277,44 @@ func writeFileAtomic(path string, data []byte) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// connectExternal connects the coordinator to the server or cluster --nats
+// names. The first connection must succeed within seconds (a wrong URL is
+// reported as "connection refused", not as a setup timeout a minute later);
+// once connected, a lost connection is retried for as long as it serves.
+func connectExternal(urls string) (*nats.Conn, error) {
+	nc, err := nats.Connect(urls, nats.Name("logbook-coordinator"),
+		nats.Timeout(stream.ConnectTimeout), nats.MaxReconnects(-1))
+	if err != nil {
+		// nats.go reports every refused dial as "no servers available";
+		// dial one URL ourselves to say why.
+		for _, u := range strings.Split(urls, ",") {
+			if why := dialError(strings.TrimSpace(u)); why != nil {
+				return nil, fmt.Errorf("%w (%v)", err, why)
+			}
+		}
+		return nil, err
+	}
+	return nc, nil
+}
+
+// dialError is the TCP error of one attempt to reach url's host:port, or nil.
+func dialError(url string) error {
+	hostport := url
+	if i := strings.Index(hostport, "://"); i >= 0 {
+		hostport = hostport[i+3:]
+	}
+	if i := strings.LastIndex(hostport, "@"); i >= 0 {
+		hostport = hostport[i+1:]
+	}
+	if !strings.Contains(hostport, ":") {
+		hostport += ":4222"
+	}
+	c, err := net.DialTimeout("tcp", hostport, stream.ConnectTimeout)
+	if err != nil {
+		return err
+	}
+	c.Close()
+	return nil
 }

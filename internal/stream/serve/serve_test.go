@@ -128,6 +128,47 @@ func TestServeRefusesBadConfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cannot listen") {
 		t.Fatalf("busy NATS port: %v", err)
 	}
+
+	// A busy HTTP port is refused before anything starts: no store, no
+	// nats.url pointing at a server that is gone.
+	dir := t.TempDir()
+	err = Run(context.Background(), Config{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: busy.Addr().String(), Logger: quiet()})
+	if err == nil || !strings.Contains(err.Error(), "--listen") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("busy HTTP port: %v", err)
+	}
+	for _, name := range []string{URLFile, "nats"} {
+		if _, serr := os.Stat(filepath.Join(dir, name)); !errors.Is(serr, os.ErrNotExist) {
+			t.Fatalf("busy HTTP port left %s behind (%v)", name, serr)
+		}
+	}
+
+	// --nats where nothing listens: "connection refused" within seconds,
+	// not a setup timeout a minute later.
+	nowhere := busy.Addr().String()
+	busy.Close()
+	t0 := time.Now()
+	err = Run(context.Background(), Config{DataDir: t.TempDir(), NATSURL: "nats://" + nowhere, Listen: "127.0.0.1:0", Logger: quiet()})
+	if err == nil || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "--nats") {
+		t.Fatalf("--nats to nowhere: %v", err)
+	}
+	if d := time.Since(t0); d > 2*stream.ConnectTimeout+time.Second {
+		t.Fatalf("--nats to nowhere took %v", d)
+	}
+}
+
+// TestServeCleanStopRemovesURL: nats.url names a live server or is absent.
+func TestServeCleanStopRemovesURL(t *testing.T) {
+	dir := t.TempDir()
+	_, stop := start(t, Config{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0"})
+	if _, err := os.Stat(filepath.Join(dir, URLFile)); err != nil {
+		t.Fatalf("serving without nats.url: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, URLFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("clean stop left nats.url behind (%v)", err)
+	}
 }
 
 // TestServeExternalNATS: with --nats nothing is embedded, the record limit
