@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"bufio"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDemoTellsTheSameStory runs `make run`'s script twice: both runs pass,
+// print the same lines (once ports, paths and the data dir's name are
+// masked), and neither is silent for more than a few seconds.
+func TestDemoTellsTheSameStory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole demo twice")
+	}
+	bin := coordinatorBin(t)
+	var runs [2][]string
+	for i := range runs {
+		runs[i] = runDemo(t, bin)
+	}
+	if len(runs[0]) != len(runs[1]) {
+		t.Fatalf("the demo printed %d lines, then %d:\n%s\n---\n%s", len(runs[0]), len(runs[1]),
+			strings.Join(runs[0], "\n"), strings.Join(runs[1], "\n"))
+	}
+	for i := range runs[0] {
+		if runs[0][i] != runs[1][i] {
+			t.Fatalf("the demo's line %d differs between runs:\n%s\n%s", i+1, runs[0][i], runs[1][i])
+		}
+	}
+	for _, want := range []string{"torn tail repaired", "4,785 records byte-equal", "Re-sent 01JDREL0TASKC000000000000C",
+		"Nothing was executed twice"} {
+		if !strings.Contains(strings.Join(runs[0], "\n"), want) {
+			t.Errorf("the demo never says %q", want)
+		}
+	}
+}
+
+var demoMask = regexp.MustCompile(`127\.0\.0\.1:[0-9]+|/[^ ]*logbook-run\.[A-Za-z0-9]+`)
+
+// runDemo runs scripts/run.sh with bin and returns its masked lines; it
+// fails the test when the script fails or is silent for over 8 s.
+func runDemo(t *testing.T, bin string) []string {
+	t.Helper()
+	cmd := exec.Command("bash", "../scripts/run.sh")
+	cmd.Env = append(cmd.Environ(), "LOGBOOK_COORDINATOR="+bin)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	last, worst := time.Now(), time.Duration(0)
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		worst = max(worst, time.Since(last))
+		last = time.Now()
+		lines = append(lines, demoMask.ReplaceAllString(sc.Text(), "X"))
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the demo failed: %v\n%s", err, strings.Join(lines, "\n"))
+	}
+	if worst > 8*time.Second {
+		t.Errorf("the demo was silent for %v", worst.Round(time.Millisecond))
+	}
+	return lines
+}
