@@ -358,26 +358,11 @@ func normTime(ts string) string {
 	return t.UTC().Format(rollout.TimeLayout)
 }
 
-// injectedPrefixes mark user-role messages Codex injects (environment,
-// instructions, notifications), which are context, not a title. The same
-// list as replay's legacy-compaction rule (replay does not export it).
-var injectedPrefixes = []string{
-	"<environment_context>", "<user_instructions>", "<turn_aborted>",
-	"<subagent_notification>", "<context_update>", "# agents.md instructions",
-	"another language model started to solve this problem",
-}
-
+// injected reports whether a user-role message is no title: empty, or
+// context Codex injected (replay.IsContextual, the rule legacy compaction
+// uses too).
 func injected(text string) bool {
-	t := strings.ToLower(strings.TrimLeft(text, " \t\r\n"))
-	if t == "" {
-		return true
-	}
-	for _, p := range injectedPrefixes {
-		if strings.HasPrefix(t, p) {
-			return true
-		}
-	}
-	return false
+	return strings.TrimSpace(text) == "" || replay.IsContextual(text)
 }
 
 // textOf returns the first of keys that is a string member of payload, or

@@ -33,8 +33,11 @@ var contextualPrefixes = []string{
 // something the user said.
 func IsContextual(text string) bool { return isContextual(text) }
 
+// isContextual: the markers match case-insensitively and the summary's
+// prefix exactly (as Codex writes both), after leading white space.
 func isContextual(text string) bool {
-	t := strings.ToLower(strings.TrimLeft(text, " \t\r\n"))
+	text = strings.TrimLeft(text, " \t\r\n")
+	t := strings.ToLower(text)
 	for _, p := range contextualPrefixes {
 		if strings.HasPrefix(t, p) {
 			return true

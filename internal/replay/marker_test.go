@@ -67,3 +67,24 @@ func TestMarkerCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestIsContextual: the one rule for injected user-role messages: markers
+// case-insensitively, Codex's summary prefix exactly, after leading white
+// space; what a person typed is not context.
+func TestIsContextual(t *testing.T) {
+	for text, want := range map[string]bool{
+		"<environment_context>cwd</environment_context>":       true,
+		"\n  <USER_INSTRUCTIONS>be brief":                      true,
+		"# AGENTS.md instructions for /repo":                   true,
+		summaryPrefix + "\nit did things":                      true,
+		"  " + summaryPrefix:                                   true,
+		"another language model started to solve this problem": false,
+		"fix the login timeout":                                false,
+		"please read <environment_context> and tell me":        false,
+		"": false,
+	} {
+		if got := IsContextual(text); got != want {
+			t.Errorf("IsContextual(%q) = %v, want %v", text, got, want)
+		}
+	}
+}

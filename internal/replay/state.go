@@ -14,7 +14,7 @@ const (
 )
 
 // State is what replay rebuilds: the material a new session starts from.
-// Its JSON form is the object of DESIGN §4.
+// Its JSON form is `coordinator replay --json` (docs/FORMAT.md, docs/CLI.md).
 type State struct {
 	ThreadID       string `json:"thread_id"`
 	RolloutID      string `json:"rollout_id"`

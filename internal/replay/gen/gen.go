@@ -365,6 +365,3 @@ func (g *Gen) odd() {
 func (g *Gen) OpenCalls() []rollout.OpenCall {
 	return append([]rollout.OpenCall{}, g.openCalls...)
 }
-
-// Written is the number of records returned so far.
-func (g *Gen) Written() int { return g.line }
