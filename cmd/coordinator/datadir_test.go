@@ -71,6 +71,41 @@ func TestReindexThreadsShowVerify(t *testing.T) {
 	runCLI(t, "threads", "--data", dir, "--cursor", "nonsense").wantOneLineError(t, "invalid cursor")
 	runCLI(t, "threads", "--data", dir, "--limit", "0").wantCode(t, exitUsage)
 
+	// A thread id (or a prefix of one) is found by --search, and the index
+	// and a plain directory of the same files page alike: same threads,
+	// same order, same cursors (one paging rule, index.PageOf).
+	for _, src := range [][]string{{"--data", dir}, {"--rollouts", filepath.Join(dir, index.RolloutsDir)}} {
+		r = runCLI(t, append([]string{"threads", "--search", "019c8bfe-ec25"}, src...)...)
+		r.wantOut(t, "019c8bfe-ec25-79e0-97d7-bda6a9c575ff", "1 thread; no more pages.")
+	}
+	pages := func(src ...string) (out []string) {
+		cursor := ""
+		for range 10 {
+			args := append([]string{"threads", "--json", "--limit", "3", "--search", "a"}, src...)
+			if cursor != "" {
+				args = append(args, "--cursor", cursor)
+			}
+			r := runCLI(t, args...)
+			r.wantCode(t, exitOK)
+			var p index.ThreadPage
+			if err := json.Unmarshal([]byte(r.stdout), &p); err != nil {
+				t.Fatal(err)
+			}
+			for _, th := range p.Threads {
+				out = append(out, th.ID)
+			}
+			if cursor = p.NextCursor; cursor == "" {
+				return out
+			}
+			out = append(out, "cursor "+cursor)
+		}
+		return out
+	}
+	indexed, offline := pages("--data", dir), pages("--rollouts", filepath.Join(dir, index.RolloutsDir))
+	if strings.Join(indexed, "\n") != strings.Join(offline, "\n") || len(indexed) < 4 {
+		t.Errorf("the index pages\n%s\nthe files page\n%s", strings.Join(indexed, "\n"), strings.Join(offline, "\n"))
+	}
+
 	// show --json is replay --json of the mirror file.
 	want := runCLI(t, "replay", "--json", example("mid-turn-compaction"))
 	r = runCLI(t, "show", "--data", dir, "--json", "thread-M")

@@ -29,8 +29,10 @@ func newThreadsCmd() *cobra.Command {
 		Long: `Threads lists the threads of a data dir from its index, newest first (by
 creation time, then thread id), one page at a time.
 
---search keeps the threads whose title (the first user message), first
+--search keeps the threads whose id, title (the first user message), first
 message, working directory or model holds every word of TEXT, ignoring case.
+With --rollouts DIR the threads come from any directory of rollout files
+instead (no index, no server), paged and searched the same way.
 A page ends with the cursor of the next one: pass it to --cursor, with the
 same --search. Paging is stable: threads created while you page never make a
 page skip or repeat a thread.
@@ -72,7 +74,7 @@ error.`,
 	f := cmd.Flags()
 	addDataFlag(cmd, &fl.data)
 	f.StringVar(&fl.rollouts, "rollouts", "", "list the threads of any directory of rollout files (`DIR`, recursive) instead of a data dir's index")
-	f.StringVar(&fl.search, "search", "", "keep threads whose title, first message, cwd or model holds every word of TEXT")
+	f.StringVar(&fl.search, "search", "", "keep threads whose id, title, first message, cwd or model holds every word of TEXT")
 	f.IntVar(&fl.limit, "limit", index.DefaultLimit, "threads per page (at most "+strconv.Itoa(index.MaxLimit)+")")
 	f.StringVar(&fl.cursor, "cursor", "", "the next page's cursor, as printed at the end of a page")
 	f.BoolVar(&fl.json, "json", false, `print {"threads": [...], "next_cursor": "..."}`)

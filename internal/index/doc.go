@@ -23,7 +23,7 @@
 //	             checkpoint in effect (ordinal, byte offset), the watermark, and the
 //	             projection's state between batches (open and current turn, ...)
 //	threads      one row per thread, derived from its rollouts' rows; searched through
-//	             threads_fts (FTS5, trigram tokenizer) over title, first_message, cwd, model
+//	             threads_fts (FTS5, trigram tokenizer) over thread_id, title, first_message, cwd, model
 //	turns        every turn (rollout_id, seq): turn_id, start ordinal and offset, user
 //	             flag, outcome and reason, rolled_back (and the marker that cut it), status
 //	items        every response_item (rollout_id, ordinal): type, role, call_id, name, a

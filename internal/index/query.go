@@ -49,8 +49,8 @@ const (
 // ThreadQuery asks for one page of threads, newest first (by created_at,
 // then thread id).
 type ThreadQuery struct {
-	// Search keeps threads whose title, first message, cwd or model holds
-	// every word of it, case-insensitively.
+	// Search keeps threads whose id, title, first message, cwd or model
+	// holds every word of it, case-insensitively.
 	Search string
 	Limit  int    // 0: DefaultLimit; at most MaxLimit
 	Cursor string // "" for the first page, else a ThreadPage.NextCursor

@@ -2,7 +2,7 @@ package index
 
 // SchemaVersion is stored in PRAGMA user_version. An index.db of another
 // version is not read or written: it is rebuilt (coordinator reindex).
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // schema is the DDL of index.db. Every table but threads (and its FTS
 // shadow) is keyed by (rollout_id, ordinal or seq): a row is a projection of
@@ -67,24 +67,24 @@ CREATE TABLE threads (
 CREATE INDEX threads_page ON threads(created_at DESC, thread_id DESC);
 
 CREATE VIRTUAL TABLE threads_fts USING fts5(
-	title, first_message, cwd, model,
+	thread_id, title, first_message, cwd, model,
 	content='threads', content_rowid='seq', tokenize='trigram'
 );
 CREATE TRIGGER threads_fts_insert AFTER INSERT ON threads BEGIN
-	INSERT INTO threads_fts(rowid, title, first_message, cwd, model)
-	VALUES (new.seq, new.title, new.first_message, new.cwd, new.model);
+	INSERT INTO threads_fts(rowid, thread_id, title, first_message, cwd, model)
+	VALUES (new.seq, new.thread_id, new.title, new.first_message, new.cwd, new.model);
 END;
 CREATE TRIGGER threads_fts_delete AFTER DELETE ON threads BEGIN
-	INSERT INTO threads_fts(threads_fts, rowid, title, first_message, cwd, model)
-	VALUES ('delete', old.seq, old.title, old.first_message, old.cwd, old.model);
+	INSERT INTO threads_fts(threads_fts, rowid, thread_id, title, first_message, cwd, model)
+	VALUES ('delete', old.seq, old.thread_id, old.title, old.first_message, old.cwd, old.model);
 END;
 CREATE TRIGGER threads_fts_update AFTER UPDATE ON threads
-WHEN old.title IS NOT new.title OR old.first_message IS NOT new.first_message
+WHEN old.thread_id IS NOT new.thread_id OR old.title IS NOT new.title OR old.first_message IS NOT new.first_message
 	OR old.cwd IS NOT new.cwd OR old.model IS NOT new.model BEGIN
-	INSERT INTO threads_fts(threads_fts, rowid, title, first_message, cwd, model)
-	VALUES ('delete', old.seq, old.title, old.first_message, old.cwd, old.model);
-	INSERT INTO threads_fts(rowid, title, first_message, cwd, model)
-	VALUES (new.seq, new.title, new.first_message, new.cwd, new.model);
+	INSERT INTO threads_fts(threads_fts, rowid, thread_id, title, first_message, cwd, model)
+	VALUES ('delete', old.seq, old.thread_id, old.title, old.first_message, old.cwd, old.model);
+	INSERT INTO threads_fts(rowid, thread_id, title, first_message, cwd, model)
+	VALUES (new.seq, new.thread_id, new.title, new.first_message, new.cwd, new.model);
 END;
 
 CREATE TABLE turns (

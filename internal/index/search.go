@@ -29,11 +29,7 @@ const likeBudget = 10_000
 
 // Threads returns a page of threads.
 func (q *queries) Threads(ctx context.Context, tq ThreadQuery) (ThreadPage, error) {
-	limit := tq.Limit
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	limit = min(limit, MaxLimit)
+	limit := tq.limit()
 	var after []any
 	if tq.Cursor != "" {
 		c, err := decodeCursor(tq.Cursor, tq.Search)
@@ -143,8 +139,8 @@ var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 // likeCond matches a word anywhere in the four searched columns.
 func likeCond(w string) (string, []any) {
 	pat := "%" + likeEscaper.Replace(w) + "%"
-	return `(title LIKE ? ESCAPE '\' OR first_message LIKE ? ESCAPE '\' OR cwd LIKE ? ESCAPE '\' OR model LIKE ? ESCAPE '\')`,
-		[]any{pat, pat, pat, pat}
+	return `(thread_id LIKE ? ESCAPE '\' OR title LIKE ? ESCAPE '\' OR first_message LIKE ? ESCAPE '\' OR cwd LIKE ? ESCAPE '\' OR model LIKE ? ESCAPE '\')`,
+		[]any{pat, pat, pat, pat, pat}
 }
 
 // page runs a threads query that asks for limit+1 rows.
