@@ -167,7 +167,8 @@ func fast(log rollout.Log, opt Options, mut mutation) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &State{Replay: Stats{Mode: "fast", RecordsRead: h.read}}
+	st := &State{Replay: Stats{Mode: "fast"}}
+	prefix := reads{n: h.read, end: h.readEnd}
 	h.identity(st)
 
 	bs := newBackScan(h.rules, mut)
@@ -188,12 +189,11 @@ func fast(log rollout.Log, opt Options, mut mutation) (*State, error) {
 		fallback = true
 		return errStopScan
 	}, func(e rollout.Entry) (bool, error) {
-		st.Replay.RecordsRead++
 		bs.add(classify(e))
 		return !bs.done, nil
 	})
 	if errors.Is(err, errStopScan) && fallback {
-		return fallbackNaive(log, opt, st.Replay.RecordsRead)
+		return fallbackNaive(log, opt)
 	}
 	if err != nil {
 		return nil, err
@@ -219,8 +219,12 @@ func fast(log rollout.Log, opt Options, mut mutation) (*State, error) {
 			// turn they were made in, which may be a rolled-back one.
 			from = bs.physicalTurnBefore(bs.c)
 		}
-		if err := seed(r, log, h, bs, st); err != nil {
+		seeded, err := seed(r, log, h, bs)
+		if err != nil {
 			return nil, err
+		}
+		if seeded.n > prefix.n {
+			prefix = seeded
 		}
 	}
 	for i := from; i >= 0; i-- {
@@ -238,6 +242,12 @@ func fast(log rollout.Log, opt Options, mut mutation) (*State, error) {
 		}
 	}
 	r.finish(st, windowStart)
+	st.Replay.RecordsRead = prefix.n
+	for i := range bs.buf {
+		if bs.buf[i].off() > prefix.end {
+			st.Replay.RecordsRead++
+		}
+	}
 	st.Replay.CheckpointOffset = -1
 	if bs.c >= 0 {
 		st.Replay.CheckpointOrdinal, st.Replay.CheckpointOffset = bs.buf[bs.c].e.Ordinal, bs.buf[bs.c].off()
@@ -258,8 +268,17 @@ func fast(log rollout.Log, opt Options, mut mutation) (*State, error) {
 
 var errStopScan = errors.New("stop scan")
 
-// seed gives the reducer what the region needs from before the checkpoint.
-func seed(r *reducer, log rollout.Log, h head, bs *backScan, st *State) error {
+// reads is a run of records read forward from the start of a log: how many,
+// and the offset of the last (-1: none).
+type reads struct {
+	n   int
+	end int64
+}
+
+// seed gives the reducer what the region needs from before the checkpoint,
+// and says which records from the start it read to find it.
+func seed(r *reducer, log rollout.Log, h head, bs *backScan) (reads, error) {
+	read := reads{end: -1}
 	cf := &bs.buf[bs.c]
 	if bs.ctx >= 0 {
 		if tc, err := rollout.Decode[rollout.TurnContext](&bs.buf[bs.ctx].e.Record); err == nil {
@@ -286,19 +305,19 @@ func seed(r *reducer, log rollout.Log, h head, bs *backScan, st *State) error {
 	c, err := rollout.Decode[rollout.Compacted](&cf.e.Record)
 	if err == nil && c.OpenCalls != nil {
 		r.seedOpenCalls(*c.OpenCalls)
-		return nil
+		return read, nil
 	}
 	pre := newReducer(h.rules)
 	cur, err := log.Forward(0)
 	if err != nil {
-		return err
+		return read, err
 	}
 	stop := cf.off()
 	err = rollout.Scan(cur, nil, func(e rollout.Entry) (bool, error) {
 		if e.Offset >= stop {
 			return false, nil
 		}
-		st.Replay.RecordsRead++
+		read.n, read.end = read.n+1, e.Offset
 		f := classify(e)
 		if pre.rules.startsTurn(&f) || f.k == kItem || f.k == kReconciled {
 			pre.lifecycle(&f, true)
@@ -307,12 +326,12 @@ func seed(r *reducer, log rollout.Log, h head, bs *backScan, st *State) error {
 		return true, nil
 	})
 	if err != nil {
-		return err
+		return read, err
 	}
 	for _, call := range pre.openCalls() {
 		r.addCall(call)
 	}
-	return nil
+	return read, nil
 }
 
 // fixLines gives version-0 turn starts read backward their line numbers,
@@ -381,12 +400,11 @@ func replaceOffset(msg string, off int64, line int) string {
 	return msg
 }
 
-func fallbackNaive(log rollout.Log, opt Options, alreadyRead int) (*State, error) {
+func fallbackNaive(log rollout.Log, opt Options) (*State, error) {
 	st, err := Naive(log, opt)
 	if err != nil {
 		return nil, err
 	}
-	st.Replay.Mode = "fast-fallback"
-	st.Replay.RecordsRead += alreadyRead
+	st.Replay.Mode = "fast-fallback" // it read every record: RecordsRead is Naive's
 	return st, nil
 }

@@ -135,3 +135,31 @@ func stateDiff(a, b *State) string {
 	}
 	return "lengths differ"
 }
+
+// TestRecordsReadCountsEachRecordOnce: records_read is the number of
+// distinct records a replay read, however many passes it made: the naive
+// fold reads every record of the file once, the fast path never more.
+func TestRecordsReadCountsEachRecordOnce(t *testing.T) {
+	for name, path := range goldenInputs(t) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		records := bytes.Count(data, []byte("\n"))
+		log, err := rollout.OpenFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		naive, err := Naive(log, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, err := Fast(log, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if naive.Replay.RecordsRead != records || fast.Replay.RecordsRead > records || fast.Replay.RecordsRead < 1 {
+			t.Errorf("%s: %d records; naive read %d, fast %d", name, records, naive.Replay.RecordsRead, fast.Replay.RecordsRead)
+		}
+	}
+}

@@ -237,7 +237,9 @@ func naive(log rollout.Log, opt Options, visit func(rollout.Entry, bool), keepAl
 	if err != nil {
 		return nil, nil, err
 	}
-	st := &State{Replay: Stats{Mode: "naive", RecordsRead: h.read}}
+	// RecordsRead counts each record once: the first pass reads them all
+	// (the head's records among them), the second reads them again.
+	st := &State{Replay: Stats{Mode: "naive"}}
 	h.identity(st)
 
 	var damage []*rollout.CorruptionError
@@ -281,7 +283,6 @@ func naive(log rollout.Log, opt Options, visit func(rollout.Entry, bool), keepAl
 		return nil, nil, err
 	}
 	err = rollout.Scan(c, nil, func(e rollout.Entry) (bool, error) {
-		st.Replay.RecordsRead++
 		f := classify(e)
 		in := effect.inEffect(f.off())
 		r.lifecycle(&f, in)

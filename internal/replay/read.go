@@ -32,13 +32,14 @@ type head struct {
 	meta     *rollout.SessionMeta
 	metaLine int
 	rules    turnRules
-	read     int
+	read     int   // records read from the start
+	readEnd  int64 // offset of the last of them (-1: none)
 	// damage is what was damaged before the canonical session_meta.
 	damage *rollout.CorruptionError
 }
 
 func readHead(log rollout.Log, opt Options) (head, error) {
-	h := head{rules: turnRules{firstTaskStarted: -1}}
+	h := head{rules: turnRules{firstTaskStarted: -1}, readEnd: -1}
 	c, err := log.Forward(0)
 	if err != nil {
 		return h, err
@@ -50,7 +51,7 @@ func readHead(log rollout.Log, opt Options) (head, error) {
 		return nil
 	}
 	err = rollout.Scan(c, onDamage, func(e rollout.Entry) (bool, error) {
-		h.read++
+		h.read, h.readEnd = h.read+1, e.Offset
 		if h.meta == nil {
 			if e.Type != rollout.TypeSessionMeta {
 				return true, nil
