@@ -195,6 +195,34 @@ func TestFailedFsyncNeverAdvancesWatermark(t *testing.T) {
 	}
 }
 
+// TestFailedBatchForgetsItsEpochs: a failed batch's packs were not
+// accepted, so the epochs they carried do not judge its retry. Three
+// writers (three lease epochs) publish before the mirror starts, so that
+// one batch holds all of them; its fsync fails, and the retry must mirror
+// the first writer's packs again, not refuse them as stale_epoch against
+// the last writer's epoch.
+func TestFailedBatchForgetsItsEpochs(t *testing.T) {
+	e := newEnv(t)
+	for round := 0; round < 3; round++ {
+		w := e.openWriter("ro-e", nil)
+		w.items(3, fmt.Sprint("round", round))
+		w.close()
+	}
+	fs := newFaultFS()
+	fs.fail("sync", 1, syscall.EIO)
+	r := e.start(Config{FS: fs}, false)
+	e.caughtUp(r)
+	fs.mu.Lock()
+	if len(fs.fired) != 1 {
+		t.Errorf("faults fired: %v", fs.fired)
+	}
+	fs.mu.Unlock()
+	if st := r.m.Status(); st.Quarantined != 0 || st.Records != 1+3*3 {
+		t.Errorf("status %+v", st)
+	}
+	e.checkEqual("ro-e")
+}
+
 // TestFullDiskIsReported: a write failing with ENOSPC is the mirror's
 // status error, naming the errno and the file, until a batch succeeds.
 func TestFullDiskIsReported(t *testing.T) {
