@@ -145,13 +145,6 @@ func sizeOf(st os.FileInfo) int64 {
 // back and writes again, so that every watermark written vouches only for
 // fsynced bytes, and after the faults the mirror holds every record once.
 func TestFailedFsyncNeverAdvancesWatermark(t *testing.T) {
-	if os.Getenv("LOGBOOK_FAULTFS") == "" {
-		// About one run in five ends with a mirror file short of the bus
-		// (e.g. 6 of 31 lines) although the mirror caught up: a bug in the
-		// cut-back after a failed batch, open in issue 8 item 2. Run it with
-		// LOGBOOK_FAULTFS=1 (make faultfs).
-		t.Skip("known to fail now and then (issue 8 item 2); LOGBOOK_FAULTFS=1 runs it")
-	}
 	e := newEnv(t)
 	fs := newFaultFS()
 	fs.fail("sync", 2, syscall.EIO)
