@@ -33,7 +33,12 @@ type batch struct {
 	refused map[string]uint64 // refusals by kind
 	newQ    int               // refusals not in quarantine/ before
 	touched map[string]int64  // rollout -> last ordinal appended
-	refs    []string          // rollouts newly named by a history_base
+	// epochs holds, per rollout, the highest epoch of the packs the batch
+	// appended. It reaches ro.epoch only once the watermark is written: a
+	// failed batch's packs were not accepted, and its retry (which appends
+	// them again) must not find them stale against their successors.
+	epochs  map[string]uint64
+	refs    []string // rollouts newly named by a history_base
 	scratch []byte
 	stored  []time.Time // store times, for OnCommit
 }
@@ -46,7 +51,7 @@ func (m *Mirror) commit(msgs []jetstream.Msg) (err error) {
 	if err := m.cleanUp(); err != nil {
 		return err
 	}
-	b := &batch{m: m, locked: map[string]*ro{}, files: map[string]File{}, opened: map[string]int64{}, refused: map[string]uint64{}, touched: map[string]int64{}}
+	b := &batch{m: m, locked: map[string]*ro{}, files: map[string]File{}, opened: map[string]int64{}, refused: map[string]uint64{}, touched: map[string]int64{}, epochs: map[string]uint64{}}
 	defer func() {
 		if err != nil {
 			b.cutBack()
@@ -127,6 +132,10 @@ func (m *Mirror) commit(msgs []jetstream.Msg) (err error) {
 	for id := range b.touched {
 		m.dirty[id] = true
 	}
+	for id, e := range b.epochs {
+		r := b.locked[id]
+		r.epoch = max(r.epoch, e)
+	}
 	for _, id := range b.refs {
 		m.refs[id] = true
 	}
@@ -203,7 +212,8 @@ func (m *Mirror) cutFile(path string, size int64) error {
 }
 
 // release closes what the batch left open and unlocks its rollouts;
-// failed forgets what the batch believed about them.
+// failed forgets what the batch believed about them (where their files
+// end: they are reloaded; the epochs of its packs were never kept).
 func (b *batch) release(failed bool) {
 	for _, f := range b.files {
 		f.Close()
@@ -322,9 +332,9 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 		}
 		return b.quarantine(seq, subject, h, data, refuse(KindOrdinalGap,
 			"ordinals %d-%d, the mirror file holds %d and expects %d next", p.First, p.Last, r.next-1, r.next))
-	case p.Last >= r.next && p.Epoch < r.epoch:
+	case p.Last >= r.next && p.Epoch < b.epoch(r):
 		// The epoch half of the valid-tail rule (stream.Tail.Follows).
-		if err := (stream.Tail{Ordinal: p.First - 1, Epoch: r.epoch}).Follows(p); err != nil {
+		if err := (stream.Tail{Ordinal: p.First - 1, Epoch: b.epoch(r)}).Follows(p); err != nil {
 			return b.quarantine(seq, subject, h, data, refuse(KindStaleEpoch, "%v", err))
 		}
 	}
@@ -377,12 +387,15 @@ func (b *batch) place(subject string, seq uint64, h nats.Header, data []byte) er
 		return fmt.Errorf("mirror: rollout %s: append: %w", r.id, err)
 	}
 	r.next = p.Last + 1
-	r.epoch = max(r.epoch, p.Epoch)
+	b.epochs[r.id] = max(b.epoch(r), p.Epoch)
 	r.gen++
 	b.touched[r.id] = p.Last
 	b.records += uint64(len(p.Lines) - skip)
 	return nil
 }
+
+// epoch is the highest epoch of r's accepted packs, this batch's included.
+func (b *batch) epoch(r *ro) uint64 { return max(r.epoch, b.epochs[r.id]) }
 
 // file opens a rollout's plain mirror file for appending, once per batch.
 func (b *batch) file(r *ro) (File, error) {

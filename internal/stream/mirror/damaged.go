@@ -119,9 +119,6 @@ func (m *Mirror) refetch(r *ro, before int64, maxSeq uint64) (int, error) {
 		// forged packs): what the file lacked may be gone from the bus.
 		why = fmt.Sprintf("the bus holds no valid pack after ordinal %d (stream sequence %d), but messages up to sequence %d", tail.Ordinal, tail.Seq, last)
 	}
-	if epoch > r.epoch {
-		r.epoch = epoch
-	}
 	if len(buf) > 0 {
 		if err := m.appendSync(r, buf); err != nil {
 			return 0, err
@@ -133,6 +130,8 @@ func (m *Mirror) refetch(r *ro, before int64, maxSeq uint64) (int, error) {
 		r.gen++
 		m.count(func(s *Status) { s.Refetched += uint64(n) })
 	}
+	// The packs read are in the file, fsynced, below the watermark: accepted.
+	r.epoch = max(r.epoch, epoch)
 	switch {
 	case r.aside != "" && complete:
 		r.aside = ""

@@ -65,8 +65,10 @@
 // slot (its crc, CRC-32C of the JSON, matches) with the higher gen, so a
 // write torn by a crash leaves the previous watermark. The index runs beside the mirror and never
 // holds it up. A failing batch (a disk error, the bus gone) counts for nothing: the
-// rollouts it touched are reloaded from their files and the consumer starts
-// again from the watermark.
+// rollouts it touched are reloaded from their files, the epochs its packs
+// carried are forgotten (they were not accepted: its retry must not find
+// them stale against their successors in the same batch), and the consumer
+// starts again from the watermark.
 //
 // # Write and fsync errors
 //

@@ -145,13 +145,6 @@ func sizeOf(st os.FileInfo) int64 {
 // back and writes again, so that every watermark written vouches only for
 // fsynced bytes, and after the faults the mirror holds every record once.
 func TestFailedFsyncNeverAdvancesWatermark(t *testing.T) {
-	if os.Getenv("LOGBOOK_FAULTFS") == "" {
-		// About one run in five ends with a mirror file short of the bus
-		// (e.g. 6 of 31 lines) although the mirror caught up: a bug in the
-		// cut-back after a failed batch, open in issue 8 item 2. Run it with
-		// LOGBOOK_FAULTFS=1 (make faultfs).
-		t.Skip("known to fail now and then (issue 8 item 2); LOGBOOK_FAULTFS=1 runs it")
-	}
 	e := newEnv(t)
 	fs := newFaultFS()
 	fs.fail("sync", 2, syscall.EIO)
@@ -193,6 +186,34 @@ func TestFailedFsyncNeverAdvancesWatermark(t *testing.T) {
 	if st := r.m.Status(); st.Quarantined != 0 || st.Records != uint64(len(ids)*(1+6*5)) {
 		t.Fatalf("status %+v", st)
 	}
+}
+
+// TestFailedBatchForgetsItsEpochs: a failed batch's packs were not
+// accepted, so the epochs they carried do not judge its retry. Three
+// writers (three lease epochs) publish before the mirror starts, so that
+// one batch holds all of them; its fsync fails, and the retry must mirror
+// the first writer's packs again, not refuse them as stale_epoch against
+// the last writer's epoch.
+func TestFailedBatchForgetsItsEpochs(t *testing.T) {
+	e := newEnv(t)
+	for round := 0; round < 3; round++ {
+		w := e.openWriter("ro-e", nil)
+		w.items(3, fmt.Sprint("round", round))
+		w.close()
+	}
+	fs := newFaultFS()
+	fs.fail("sync", 1, syscall.EIO)
+	r := e.start(Config{FS: fs}, false)
+	e.caughtUp(r)
+	fs.mu.Lock()
+	if len(fs.fired) != 1 {
+		t.Errorf("faults fired: %v", fs.fired)
+	}
+	fs.mu.Unlock()
+	if st := r.m.Status(); st.Quarantined != 0 || st.Records != 1+3*3 {
+		t.Errorf("status %+v", st)
+	}
+	e.checkEqual("ro-e")
 }
 
 // TestFullDiskIsReported: a write failing with ENOSPC is the mirror's

@@ -134,10 +134,14 @@ type ro struct {
 	known bool // next and zst are loaded
 	// aside is why the rollout's file was set aside (moved to
 	// quarantine/damaged/), "" when it was not or has been rebuilt.
-	aside  string
-	next   int64  // the ordinal the file expects next
-	epoch  uint64 // highest epoch accepted since the mirror opened (stream.Tail.Follows)
-	zst    bool   // only the .jsonl.zst exists
+	aside string
+	next  int64 // the ordinal the file expects next
+	// epoch is the highest epoch of the rollout's packs accepted since the
+	// mirror opened (stream.Tail.Follows): by a batch whose watermark was
+	// written, or re-read from below the watermark (refetch). A failed
+	// batch's packs never raise it (batch.epochs).
+	epoch  uint64
+	zst    bool // only the .jsonl.zst exists
 	gen    uint64
 	broken string // the tail is damaged beyond a torn line: why
 }
