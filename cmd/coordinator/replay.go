@@ -10,6 +10,7 @@ import (
 
 	"github.com/logbook-agents/logbook/internal/replay"
 	"github.com/logbook-agents/logbook/internal/rollout"
+	"github.com/logbook-agents/logbook/internal/tree"
 )
 
 type replayFlags struct {
@@ -93,10 +94,11 @@ func runReplayThread(w io.Writer, thread string, fl replayFlags) error {
 		return err
 	}
 	threads := c.Threads()
-	th, ok := threads[thread]
-	if !ok {
-		return fmt.Errorf("no thread %s in %s (coordinator tree --rollouts %s lists them)", thread, dir, dir)
+	id, err := tree.Resolve(threads, thread)
+	if err != nil {
+		return fmt.Errorf("%w in %s (coordinator tree --rollouts %s lists them)", err, dir, dir)
 	}
+	th := threads[id]
 	log, _, err := c.View(th.Current.ID)
 	if err != nil {
 		return err

@@ -41,15 +41,24 @@ Replaying a rollout rebuilds what a new session starts from: the model history
 in effect, settings, world state, turns and the calls whose outcome is unknown,
 without re-running a single side effect.
 
-The commands below work offline on rollout files. Logbook v1 rollouts and
-Codex rollouts (version 0, as found under ~/.codex/sessions) are both read.
+Three kinds of command:
+  on files, offline:      replay, verify; tree, unconfirmed and threads with --rollouts DIR
+  on a data dir's mirror and index (a coordinator may or may not be serving it):
+                          threads, show, tree, unconfirmed, reindex (not while serving),
+                          verify --data (its check against the bus needs a serving coordinator)
+  through the bus of a serving coordinator (DIR/nats.url, or --nats URL):
+                          serve itself; import, fork, rollback, revert, resume, reconcile, gc
+  completion SHELL prints a shell completion script (bash, zsh, fish, powershell).
+Logbook v1 rollouts and Codex rollouts (version 0, as found under
+~/.codex/sessions) are both read.
 
 Exit status: 0 on success, 1 when a command fails or finds a problem (one line
 on stderr says what and where), 2 for a usage error (unknown command or flag,
 wrong arguments).`,
 		Example: `  coordinator replay testdata/examples/mid-turn-compaction.jsonl
-  coordinator replay --json ~/.codex/sessions/2026/02/23/rollout-*.jsonl
-  coordinator verify testdata/examples/*.jsonl`,
+  coordinator verify testdata/examples/*.jsonl
+  coordinator tree --rollouts ~/.codex/sessions
+  coordinator serve --data /tmp/lb --nats-listen 127.0.0.1:0`,
 		Version:       versionString(),
 		SilenceErrors: true, // execute prints errors: one line, or a usage error
 		SilenceUsage:  true,

@@ -50,3 +50,19 @@ func TestThreadsOffline(t *testing.T) {
 	r.wantOut(t, "release-P", "1 thread; no more pages.")
 	runCLI(t, "threads", "--rollouts", "../../testdata", "--data", "x").wantOneLineError(t, "not both")
 }
+
+// TestOfflineThreadPrefixes: replay --rollouts and tree accept a thread id
+// prefix naming one thread, as show does, and refuse an ambiguous one
+// naming two of its matches.
+func TestOfflineThreadPrefixes(t *testing.T) {
+	r := runCLI(t, "replay", "--rollouts", "../../testdata", "019c8a4c")
+	r.wantCode(t, exitOK)
+	r.wantOut(t, "019c8a4c-ed82-79a1-aa28-7738fc5ab61a")
+	runCLI(t, "replay", "--rollouts", "../../testdata", "019c8a4").wantOneLineError(t,
+		"ambiguous thread id prefix", "019c8a4c-ed82-79a1-aa28-7738fc5ab61a", "019c8a4d-8f45-7010-8b5d-7fad920aa6f9")
+	runCLI(t, "replay", "--rollouts", "../../testdata", "nope").wantOneLineError(t, "unknown thread nope")
+	r = runCLI(t, "tree", "--rollouts", "../../testdata/examples/release-tree", "release-B")
+	r.wantCode(t, exitOK)
+	r.wantOut(t, "release-B")
+	runCLI(t, "tree", "--rollouts", "../../testdata/examples/release-tree", "release-").wantOneLineError(t, "ambiguous thread id prefix", "release-A")
+}

@@ -44,9 +44,9 @@ a usage error.`,
 			}
 			roots := t.Roots
 			if len(args) == 1 {
-				n := t.Node(args[0])
-				if n == nil {
-					return fmt.Errorf("no thread %s here (tree without THREAD lists them all)", args[0])
+				n, err := t.Find(args[0])
+				if err != nil {
+					return fmt.Errorf("%w (tree without THREAD lists them all)", err)
 				}
 				roots = []*tree.Node{n}
 			}
