@@ -118,7 +118,7 @@ func writeThreads(w io.Writer, page index.ThreadPage, fl threadsFlags) {
 		return
 	}
 	t := newTable(w)
-	fmt.Fprintln(t, "THREAD\tCREATED\tUPDATED\tSTATUS\tMODEL\tTITLE")
+	fmt.Fprintln(t, "THREAD\tCREATED (UTC)\tUPDATED (UTC)\tSTATUS\tMODEL\tTITLE")
 	for _, th := range page.Threads {
 		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\n", th.ID, shortTime(th.CreatedAt), shortTime(th.UpdatedAt), orDash(th.Status),
 			orDash(th.Model), orDash(clip(th.Title, 60)))
