@@ -52,7 +52,13 @@ func Show(ctx context.Context, r *Reader, dir, id string, opt replay.Options) (*
 	if err != nil {
 		return nil, err
 	}
-	st, err := replay.Fast(f, opt)
+	// A fork by reference or a revert is read as its view: its own records
+	// after the frozen prefix of the rollouts its history_base names.
+	view, err := rollout.OpenView(ro.ID, mirrorHeads(dir, ro.ID, f))
+	if err != nil {
+		return nil, fmt.Errorf("index: thread %s: %w", t.ID, err)
+	}
+	st, err := replay.Fast(view, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +70,11 @@ func Show(ctx context.Context, r *Reader, dir, id string, opt replay.Options) (*
 	if lag != "" {
 		s.Stale = append(s.Stale, lag)
 		return s, nil // turns and checkpoint may differ for good reason
+	}
+	if view != rollout.Log(f) {
+		// The locator and the turns the index keeps are the rollout's own,
+		// in its own file's offsets; the view's state has no row to match.
+		return s, nil
 	}
 	if msg, err := checkLocator(f, ro); err != nil {
 		return nil, err
@@ -196,4 +207,23 @@ func statusText(status, reason string) string {
 		return status + " (" + reason + ")"
 	}
 	return status
+}
+
+// mirrorHeads gives rollout.OpenView the mirror files of data dir dir, with
+// own (already open) for rollout id.
+func mirrorHeads(dir, id string, own *rollout.File) func(string) (rollout.Head, error) {
+	return func(rid string) (rollout.Head, error) {
+		f := own
+		if rid != id {
+			path := MirrorPath(dir, rid)
+			if path == "" {
+				return rollout.Head{}, fmt.Errorf("%w: rollout %s (a history_base) has no file in %s", ErrNoMirrorFile, rid, dir)
+			}
+			var err error
+			if f, err = rollout.OpenFile(path); err != nil {
+				return rollout.Head{}, err
+			}
+		}
+		return rollout.ReadHead(f)
+	}
 }

@@ -176,3 +176,50 @@ func TestReadWhileWriting(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d reads while writing", reads)
 }
+
+// TestShowReadsTheView: a reverted thread (a rollout whose history_base is
+// the frozen prefix of its predecessor) is shown as its view: the turns and
+// history of the prefix, then its own.
+func TestShowReadsTheView(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	now := clock(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
+	b1 := rollout.Builder{Now: now}
+	base := []rollout.Record{
+		b1.Meta(rollout.SessionMeta{ID: "t-view", RolloutID: "r-view-1", Source: rollout.Source{Kind: "cli"}, Cwd: "/repo", HistoryMode: rollout.HistoryPaginated}),
+		b1.TaskStarted("keep"),
+		b1.UserMessage("keep this turn"),
+		b1.TurnContext(rollout.TurnContext{TurnID: "keep", Model: "model-large", ApprovalPolicy: "never"}),
+		b1.Message("user", "keep this turn"),
+		b1.TaskComplete("keep"),
+	}
+	cut := int64(len(rollout.MemOf("r-view-1", base).Bytes()))
+	base = append(base, b1.TaskStarted("drop"), b1.UserMessage("drop this turn"), b1.TaskComplete("drop"),
+		b1.Event(rollout.RolloutSealed{Type: rollout.EventRolloutSealed, SuccessorRolloutID: "r-view-2"}))
+	writeRollout(t, dir, "r-view-1", base)
+	b2 := rollout.Builder{Now: now}
+	writeRollout(t, dir, "r-view-2", []rollout.Record{
+		b2.Meta(rollout.SessionMeta{ID: "t-view", RolloutID: "r-view-2", Source: rollout.Source{Kind: "cli"}, Cwd: "/repo", HistoryMode: rollout.HistoryPaginated,
+			HistoryBase: &rollout.HistoryPosition{RolloutID: "r-view-1", EndOrdinalExclusive: 7, EndByteOffset: cut}}),
+		b2.TaskStarted("next"),
+		b2.UserMessage("the next turn"),
+	})
+	rebuild(t, dir)
+	r, err := OpenReader(ctx, Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s, err := Show(ctx, r, dir, "t-view", replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var turns []string
+	for _, tu := range s.State.Turns {
+		turns = append(turns, tu.TurnID+" "+tu.Status)
+	}
+	if s.Rollout.ID != "r-view-2" || strings.Join(turns, ", ") != "keep completed, next interrupted" ||
+		s.State.Model != "model-large" || len(s.State.History) != 1 {
+		t.Fatalf("shown rollout %s, turns %v, model %q, history %d items", s.Rollout.ID, turns, s.State.Model, len(s.State.History))
+	}
+}

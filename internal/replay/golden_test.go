@@ -22,6 +22,7 @@ var examples = map[string]func() []rollout.Record{
 	"chapter-rollback-2":  func() []rollout.Record { return chapterLog(2) },
 	"chapter-rollback-3":  func() []rollout.Record { return chapterLog(3) },
 	"mid-turn-compaction": midTurnLog,
+	"paginated-migrate":   paginatedLog,
 }
 
 // TestExamplesUpToDate keeps the committed example rollouts equal to what the

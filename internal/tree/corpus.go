@@ -281,7 +281,7 @@ type Leaf struct {
 // history_base — its session_meta, the frozen prefix of the base's view, then
 // its own records. The leaves say which rollout each byte range comes from.
 func (c *Corpus) View(id string) (rollout.Log, []Leaf, error) {
-	segs, leaves, err := c.segments(id, -1, 0)
+	segs, leaves, err := c.segments(id)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -344,28 +344,21 @@ func (c *Corpus) Locate(id string, viewOff int64) (string, int64, int64, error) 
 	return l.Rollout, last.Ordinal + 1, l.From + last.End() - l.Start, nil
 }
 
-// segments flattens a rollout's view up to its own file offset limit (-1: all).
-func (c *Corpus) segments(id string, limit int64, depth int) ([]rollout.Segment, []Leaf, error) {
-	r, ok := c.Rollouts[id]
-	if !ok {
-		return nil, nil, fmt.Errorf("rollout %s is not here", id)
-	}
-	if depth > 64 {
-		return nil, nil, fmt.Errorf("rollout %s: history_base chain deeper than 64 (a cycle?)", id)
-	}
-	b := r.Meta.HistoryBase
-	if b == nil {
-		return []rollout.Segment{{Log: r.Log, From: 0, To: limit}}, []Leaf{{Rollout: id}}, nil
-	}
-	base, baseLeaves, err := c.segments(b.RolloutID, b.EndByteOffset, depth+1)
+// segments flattens a rollout's view (rollout.ViewSegments over the corpus).
+func (c *Corpus) segments(id string) ([]rollout.Segment, []Leaf, error) {
+	segs, ids, err := rollout.ViewSegments(id, func(id string) (rollout.Head, error) {
+		r, ok := c.Rollouts[id]
+		if !ok {
+			return rollout.Head{}, fmt.Errorf("rollout %s is not here", id)
+		}
+		return rollout.Head{Log: r.Log, HistoryBase: r.Meta.HistoryBase, MetaEnd: r.metaEnd}, nil
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("rollout %s history_base: %w", id, err)
+		return nil, nil, err
 	}
-	segs := append([]rollout.Segment{{Log: r.Log, From: 0, To: r.metaEnd}}, base...)
-	leaves := append([]Leaf{{Rollout: id}}, baseLeaves...)
-	if limit < 0 || limit > r.metaEnd {
-		segs = append(segs, rollout.Segment{Log: r.Log, From: r.metaEnd, To: limit})
-		leaves = append(leaves, Leaf{Rollout: id})
+	leaves := make([]Leaf, len(ids))
+	for i, id := range ids {
+		leaves[i] = Leaf{Rollout: id}
 	}
 	return segs, leaves, nil
 }
