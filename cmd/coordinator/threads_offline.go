@@ -53,4 +53,3 @@ func titleOf(c *tree.Corpus, th *tree.Thread) string {
 	}
 	return ""
 }
-

@@ -34,8 +34,8 @@ func TestThreadsOffline(t *testing.T) {
 		}
 	}
 	// The six Codex sessions, thread-A (three chapter variants), thread-M,
-	// and the three release threads that wrote lines.
-	if len(seen) != 11 {
+	// thread-R, and the three release threads that wrote lines.
+	if len(seen) != 12 {
 		t.Errorf("paged through %d threads: %v", len(seen), seen)
 	}
 	dup := map[string]bool{}
