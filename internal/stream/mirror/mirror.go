@@ -227,9 +227,6 @@ func (m *Mirror) Status() Status {
 	return s
 }
 
-// Dir is the data dir.
-func (m *Mirror) Dir() string { return m.dir }
-
 // rollout returns the state of a rollout, created unknown on first use.
 func (m *Mirror) rollout(id string) *ro {
 	m.mu.Lock()

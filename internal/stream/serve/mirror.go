@@ -54,6 +54,7 @@ func startMirror(ctx context.Context, cfg Config, bus *stream.Bus, log *slog.Log
 	}
 	if err != nil {
 		if ctx.Err() != nil {
+			m.Close()
 			return nil, ctx.Err()
 		}
 		log.Error("index unavailable; mirroring without it (coordinator reindex rebuilds it)", "err", err)
@@ -69,7 +70,7 @@ func startMirror(ctx context.Context, cfg Config, bus *stream.Bus, log *slog.Log
 	return mr, nil
 }
 
-// stop stops the mirror and closes the index.
+// stop stops the mirror, then closes the index and the mirror.
 func (mr *mirrorRun) stop() {
 	mr.cancel()
 	err := <-mr.done
@@ -78,6 +79,9 @@ func (mr *mirrorRun) stop() {
 		if err := mr.ix.Close(); err != nil {
 			mr.log.Warn("closing the index", "err", err)
 		}
+	}
+	if err := mr.m.Close(); err != nil {
+		mr.log.Warn("closing the mirror's watermark file", "err", err)
 	}
 	mr.log.Info("mirror stopped", "watermark", mr.m.Watermark())
 }

@@ -226,3 +226,29 @@ func externalNATS(t *testing.T, name string) *server.Server {
 	}
 	return ns
 }
+
+// TestServeStopClosesFiles: a clean stop closes every file the coordinator
+// opened in its data dir (the store, the index, the mirror's watermark
+// file): after each stop no descriptor of the process points into it.
+func TestServeStopClosesFiles(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("no /proc/self/fd to list open files")
+	}
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0"}
+	for range 2 {
+		_, stop := start(t, cfg)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		es, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir) {
+				t.Errorf("still open after a clean stop: %s", target)
+			}
+		}
+	}
+}
