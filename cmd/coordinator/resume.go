@@ -189,7 +189,9 @@ Exit status: 0 when recorded, 1 on an error, 2 for a usage error.`,
 			if rec.By == "" {
 				rec.By = "person:" + userName()
 			}
-			ord, err := reconcile.Note(ctx, bus, args[0], holder("reconcile"), rec)
+			ord, err := reconcile.Note(ctx, bus, args[0], holder("reconcile"), rec, func(ctx context.Context) ([]dedupe.Delivery, error) {
+				return deliveriesFor(ctx, bus, &bf, args[0])
+			})
 			if err != nil {
 				return err
 			}
