@@ -57,7 +57,7 @@ func runThreadsOffline(w io.Writer, fl threadsFlags) error {
 		page.Threads = []index.Thread{}
 	}
 	if fl.json {
-		return writeJSON(w, page)
+		return writeJSON(w, threadsOf(page))
 	}
 	var buf bytes.Buffer
 	writeThreads(&buf, page, fl)
