@@ -30,6 +30,14 @@ func (f *busFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "bound the whole command (every bus call and retry within it) by this `DURATION`")
 }
 
+// check rejects flag values no command could use (a usage error).
+func (f *busFlags) check() error {
+	if f.timeout <= 0 {
+		return fmt.Errorf("--timeout %s: must be more than 0", f.timeout)
+	}
+	return nil
+}
+
 // dataDir is --data or the default.
 func (f *busFlags) dataDir() (string, error) {
 	if f.data != "" {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -44,7 +45,15 @@ Needs a serving coordinator (the bus). Exit status: 0 when forked, 1 on an
 error, 2 for a usage error.`,
 		Example: `  coordinator fork 01JD7... --after-turn t2
   coordinator fork 01JD7... --before-turn t3 --mode reference --json`,
-		Args: cobra.ExactArgs(1),
+		Args: checkedArgs(cobra.ExactArgs(1), bf.check, func() error {
+			if opt.Mode != ops.ModeCopy && opt.Mode != ops.ModeReference {
+				return fmt.Errorf("--mode %q: want copy or reference", opt.Mode)
+			}
+			if opt.BeforeTurn != "" && opt.AfterTurn != "" {
+				return errors.New("give --before-turn or --after-turn, not both")
+			}
+			return nil
+		}),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
@@ -62,10 +71,11 @@ error, 2 for a usage error.`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(w, struct {
-					*ops.ForkResult
-					NotUndone string `json:"not_undone"`
-				}{res, ops.NotUndone})
+				out, err := forkOf(res)
+				if err != nil {
+					return err
+				}
+				return writeJSON(w, out)
 			}
 			fmt.Fprintf(w, "Forked %s (rollout %s) into thread %s, rollout %s, by %s.\n", res.From, res.FromRollout, res.Thread, res.Rollout, res.Mode)
 			if res.Mode == ops.ModeCopy {
@@ -109,11 +119,19 @@ points to revert.
 Needs a serving coordinator (the bus). Exit status: 0 when rolled back, 1 on
 an error (an active thread, a paginated one), 2 for a usage error.`,
 		Example: `  coordinator rollback 01JD7... 1`,
-		Args:    cobra.ExactArgs(2),
+		Args: checkedArgs(func(cmd *cobra.Command, args []string) error {
+			if err := cobra.ExactArgs(2)(cmd, args); err != nil {
+				return err
+			}
+			if _, err := turnCount(args[1]); err != nil {
+				return err
+			}
+			return nil
+		}, bf.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := strconv.ParseInt(args[1], 10, 64)
-			if err != nil || n < 1 {
-				return fmt.Errorf("the number of user turns must be a whole number, at least 1 (got %q)", args[1])
+			n, err := turnCount(args[1])
+			if err != nil {
+				return err
 			}
 			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
@@ -130,6 +148,15 @@ an error (an active thread, a paginated one), 2 for a usage error.`,
 	bf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
+}
+
+// turnCount is rollback's N: a whole number of user turns, at least 1.
+func turnCount(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("rollback N: the number of user turns must be a whole number, at least 1 (got %q)", s)
+	}
+	return n, nil
 }
 
 func newRevertCmd() *cobra.Command {
@@ -153,7 +180,7 @@ Only paginated threads; a legacy thread refuses and points to rollback.
 Needs a serving coordinator (the bus). Exit status: 0 when reverted, 1 on an
 error (the thread moved on meanwhile: try again), 2 for a usage error.`,
 		Example: `  coordinator revert 01JD7... --before-turn t3`,
-		Args:    cobra.ExactArgs(1),
+		Args:    checkedArgs(cobra.ExactArgs(1), bf.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
@@ -176,10 +203,11 @@ error (the thread moved on meanwhile: try again), 2 for a usage error.`,
 
 func reportHistory(w io.Writer, res *ops.Result, asJSON bool, verb string) error {
 	if asJSON {
-		return writeJSON(w, struct {
-			*ops.Result
-			NotUndone string `json:"not_undone"`
-		}{res, ops.NotUndone})
+		out, err := historyOf(res)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, out)
 	}
 	fmt.Fprintf(w, "%s thread %s.", verb, res.Thread)
 	if res.Sealed != "" {

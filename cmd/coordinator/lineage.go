@@ -27,10 +27,18 @@ func (f *sourceFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.data, "data", "", "read a data dir's mirror (`DIR`/rollouts); default $LOGBOOK_DATA, else ~/.logbook")
 }
 
+// check rejects --rollouts together with --data (a usage error).
+func (f *sourceFlags) check() error {
+	if f.rollouts != "" && f.data != "" {
+		return errors.New("give --rollouts or --data, not both")
+	}
+	return nil
+}
+
 // load reads the chosen rollouts into a corpus.
 func (f *sourceFlags) load() (*tree.Corpus, string, error) {
-	if f.rollouts != "" && f.data != "" {
-		return nil, "", errors.New("give --rollouts or --data, not both")
+	if err := f.check(); err != nil {
+		return nil, "", err
 	}
 	dir := f.rollouts
 	if dir == "" {

@@ -34,7 +34,7 @@ while a coordinator serves it, since it deletes mirror files. Exit status: 0, 1 
 usage error.`,
 		Example: `  coordinator gc --dry-run
   coordinator gc --data /var/lib/logbook`,
-		Args: cobra.NoArgs,
+		Args: checkedArgs(cobra.NoArgs, bf.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
@@ -59,7 +59,7 @@ usage error.`,
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(w, res)
+				return writeJSON(w, gcOf(res))
 			}
 			verb := "Removed"
 			if dryRun {
@@ -104,11 +104,11 @@ record and only a missing suffix is published; a rollout that differs from the
 bus copy is reported and left alone. Each new thread's rollout is recorded in
 THREADS. A progress bar shows on a terminal.
 
-Needs the bus, and (without --dry-run) the data dir to itself: gc refuses
-while a coordinator serves it, since it deletes mirror files. Exit status: 0 when every file imported
-(or was already there), 1 when any file failed, 2 for a usage error.`,
+Needs the bus (a serving coordinator, or --nats). Exit status: 0 when every
+file imported (or was already there), 1 when any file failed, 2 for a usage
+error.`,
 		Example: `  coordinator import ~/.codex/sessions`,
-		Args:    cobra.ExactArgs(1),
+		Args:    checkedArgs(cobra.ExactArgs(1), bf.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
@@ -138,7 +138,7 @@ while a coordinator serves it, since it deletes mirror files. Exit status: 0 whe
 				}
 			}
 			if asJSON {
-				if err := writeJSON(w, res); err != nil {
+				if err := writeJSON(w, importOf(res)); err != nil {
 					return err
 				}
 			} else {

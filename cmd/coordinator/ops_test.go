@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -27,18 +26,9 @@ func TestLineageCommands(t *testing.T) {
 	// Fork by reference after its first turn.
 	r = runCLI(t, "fork", "--nats", url, codex, "--after-turn", "019c8a5a-2f22-7500-86a3-35cefafbe84e", "--mode", "reference", "--thread", "child", "--json")
 	r.wantCode(t, exitOK)
-	var fork struct {
-		Thread, Mode string
-		State        struct {
-			ForkedFromID string `json:"forked_from_id"`
-			Turns        []struct{ TurnID string }
-		}
-		NotUndone string `json:"not_undone"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &fork); err != nil {
-		t.Fatalf("%v in %s", err, r.stdout)
-	}
-	if fork.Thread != "child" || fork.Mode != "reference" || fork.State.ForkedFromID != codex || len(fork.State.Turns) != 1 || fork.NotUndone == "" {
+	var fork forkDoc
+	strictJSON(t, "fork --json", r.stdout, &fork)
+	if fork.ThreadID != "child" || fork.Mode != "reference" || fork.State.ForkedFromID != codex || len(fork.State.Turns) != 1 || fork.NotUndone == "" {
 		t.Errorf("fork: %+v", fork)
 	}
 	// Rollback of the Codex thread (legacy): one user turn out of effect.
@@ -47,7 +37,11 @@ func TestLineageCommands(t *testing.T) {
 	r.wantOut(t, "Rolled back thread "+codex, "No longer in effect: 1 turn", "NOT undone")
 	// Revert is for paginated threads only.
 	runCLI(t, "revert", "--nats", url, codex, "--before-turn", "x").wantOneLineError(t, "legacy", "rollback")
-	runCLI(t, "rollback", "--nats", url, codex, "zero").wantOneLineError(t, "must be a whole number")
+	r = runCLI(t, "rollback", "--nats", url, codex, "zero")
+	r.wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "must be a whole number") {
+		t.Errorf("rollback zero: %q", r.stderr)
+	}
 	// A person records what they found out about the unknown call of another session.
 	const crashed = "019c8a70-dda7-7f33-98ea-f30553347322"
 	r = runCLI(t, "reconcile", "--nats", url, crashed, "--call", "call_UtYwHmwWekzvq83m8Rb9K8jJ", "--outcome", "executed", "--evidence", "ls ran; output in the terminal")

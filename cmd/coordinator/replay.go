@@ -60,7 +60,7 @@ is missing, not a rollout, or damaged where it matters, 2 for a usage error.`,
 
   # Continue past damage inside the dependency region
   coordinator replay --salvage damaged.jsonl`,
-		Args: oneFile,
+		Args: checkedArgs(oneFile, fl.src.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if fl.src.rollouts != "" || fl.src.data != "" {
 				return runReplayThread(cmd.OutOrStdout(), args[0], fl)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -37,10 +38,13 @@ then:
   - every call with no recorded result is listed as unknown (not failed, not
     pending: its effect may have happened);
   - calls with an idempotency key are put to a person on this terminal (when
-    stdin is not a terminal, nobody is asked and they stay unknown);
+    stdin is not a terminal, nobody is asked: nothing is recorded, they stay
+    unknown, and the output names the reconcile command to run once you know);
   - each send with no receipt is looked up: still on the MAIL stream means
     published; absent from MAIL and never received means never published;
-  - every answer is recorded as reconciled{..., outcome, evidence, by}.
+  - every answer is recorded as reconciled{..., outcome, evidence, by}, unless
+    the rollout already says exactly that. A resume that learns nothing new
+    appends nothing.
 
 --retry-proven-not-executed re-sends, under their original msg_id, only the
 messages proven never published. Calls proven not executed are recorded as
@@ -51,7 +55,7 @@ error (the lease is still held: the old writer may be alive), 2 for a usage
 error.`,
 		Example: `  coordinator resume 01JD7...
   coordinator resume 01JD7... --retry-proven-not-executed --json`,
-		Args: cobra.ExactArgs(1),
+		Args: checkedArgs(cobra.ExactArgs(1), bf.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
@@ -78,7 +82,11 @@ error.`,
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), rep)
+				out, err := resumeOf(rep)
+				if err != nil {
+					return err
+				}
+				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			renderResume(cmd.OutOrStdout(), rep)
 			return nil
@@ -136,11 +144,11 @@ func renderResume(w io.Writer, rep *reconcile.ResumeReport) {
 		}
 		tw.Flush()
 	}
-	if len(rep.Findings) > 0 {
+	if len(rep.Recorded) > 0 {
 		fmt.Fprintf(w, "\nRecorded as reconciled:\n")
 		tw := newTable(w)
 		fmt.Fprintln(tw, "  WHAT\tOUTCOME\tBY\tEVIDENCE")
-		for _, f := range rep.Findings {
+		for _, f := range rep.Recorded {
 			what := "call " + f.Question.CallID
 			if f.Question.MsgID != "" {
 				what = "message " + f.Question.MsgID + " to " + f.Question.To
@@ -148,6 +156,20 @@ func renderResume(w io.Writer, rep *reconcile.ResumeReport) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", what, f.Answer.Outcome, f.Answer.By, f.Answer.Evidence)
 		}
 		tw.Flush()
+	}
+	if n := len(rep.Findings) - len(rep.Recorded); n > 0 {
+		fmt.Fprintf(w, "%s already on record: not recorded again.\n", plural(n, "answer", "answers"))
+	}
+	if open := unresolved(rep); len(open) > 0 {
+		fmt.Fprintf(w, "\nStill unknown (%d): nobody here knows what happened; a person must find out and reconcile each:\n", len(open))
+		for _, c := range open {
+			fmt.Fprintf(w, "  %s\n", reconcileCommand(rep.Thread, c.CallID))
+		}
+	}
+	if rep.Appended == 0 {
+		fmt.Fprintln(w, "\nNothing new learned: nothing appended.")
+	} else {
+		fmt.Fprintf(w, "\nAppended %s.\n", plural(rep.Appended, "record", "records"))
 	}
 	for _, m := range rep.Resent {
 		fmt.Fprintf(w, "Re-sent %s under its original msg_id (proven never published).\n", m)
@@ -162,6 +184,7 @@ func renderResume(w io.Writer, rep *reconcile.ResumeReport) {
 func newReconcileCmd() *cobra.Command {
 	var bf busFlags
 	var rec rollout.Reconciled
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "reconcile THREAD (--call ID | --msg ID) --outcome OUTCOME --evidence TEXT",
 		Short: "Record what a person found out about a call or a message",
@@ -173,14 +196,29 @@ OUTCOME is executed, not_executed, duplicate or unknown. A call reconciled as
 anything but unknown is no longer dangling; unknown is kept for the record and
 the call stays dangling.
 
+Only what is open in THREAD can be reconciled: a call with no recorded result
+(resume and replay list them), or a message from or to THREAD whose delivery
+is not confirmed (unconfirmed lists them). Any other id is refused with the
+open ones listed, and nothing is appended.
+
 Needs a serving coordinator (the bus) and an idle thread (its lease free).
-Exit status: 0 when recorded, 1 on an error, 2 for a usage error.`,
+Exit status: 0 when recorded, 1 on an error (the id is not open, the thread is
+active), 2 for a usage error (a bad --outcome, no --evidence, not exactly one
+of --call and --msg).`,
 		Example: `  coordinator reconcile 01JD7... --call call_Ab12 --outcome executed --evidence "release 1.4.2 is live on staging"`,
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		Args: checkedArgs(cobra.ExactArgs(1), bf.check, func() error {
 			if (rec.CallID == "") == (rec.MsgID == "") {
 				return errors.New("give exactly one of --call ID or --msg ID")
 			}
+			if !reconcile.ValidOutcome(rec.Outcome) {
+				return fmt.Errorf("--outcome %q: want executed, not_executed, duplicate or unknown", rec.Outcome)
+			}
+			if strings.TrimSpace(rec.Evidence) == "" {
+				return errors.New("--evidence: say what you checked")
+			}
+			return nil
+		}),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, bus, done, err := bf.open(cmd, bf.timeout)
 			if err != nil {
 				return err
@@ -189,9 +227,15 @@ Exit status: 0 when recorded, 1 on an error, 2 for a usage error.`,
 			if rec.By == "" {
 				rec.By = "person:" + userName()
 			}
-			ord, err := reconcile.Note(ctx, bus, args[0], holder("reconcile"), rec)
+			ord, err := reconcile.Note(ctx, bus, args[0], holder("reconcile"), rec, func(ctx context.Context) ([]dedupe.Delivery, error) {
+				return deliveriesFor(ctx, bus, &bf, args[0])
+			})
 			if err != nil {
 				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), reconcileJSON{ThreadID: args[0], Ordinal: ord, CallID: rec.CallID, MsgID: rec.MsgID,
+					Outcome: rec.Outcome, Evidence: rec.Evidence, By: rec.By})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Recorded at ordinal %d of thread %s: %s, by %s.\n", ord, args[0], rec.Outcome, rec.By)
 			return nil
@@ -203,6 +247,7 @@ Exit status: 0 when recorded, 1 on an error, 2 for a usage error.`,
 	cmd.Flags().StringVar(&rec.Outcome, "outcome", "", "executed, not_executed, duplicate or unknown (required)")
 	cmd.Flags().StringVar(&rec.Evidence, "evidence", "", "what you checked (required)")
 	cmd.Flags().StringVar(&rec.By, "by", "", "who checked (default person:$USER)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the record as JSON")
 	cmd.MarkFlagRequired("outcome")  //nolint:errcheck // the flag exists
 	cmd.MarkFlagRequired("evidence") //nolint:errcheck // the flag exists
 	return cmd

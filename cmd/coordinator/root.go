@@ -152,6 +152,23 @@ func execute(ctx context.Context, root *cobra.Command, args []string) int {
 	return exitUsage
 }
 
+// checkedArgs validates a command's arguments with args, then its flag values with
+// each check, before the command runs: whatever they reject is a usage error
+// (exit 2), like an unknown flag.
+func checkedArgs(args cobra.PositionalArgs, checks ...func() error) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := args(cmd, a); err != nil {
+			return err
+		}
+		for _, c := range checks {
+			if err := c(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // oneFile accepts exactly one FILE argument.
 func oneFile(cmd *cobra.Command, args []string) error {
 	switch len(args) {

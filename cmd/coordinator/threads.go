@@ -59,13 +59,13 @@ error.`,
 			if fl.limit < 1 || fl.limit > index.MaxLimit {
 				return fmt.Errorf("--limit %d: must be from 1 to %d", fl.limit, index.MaxLimit)
 			}
+			if fl.rollouts != "" && fl.data != "" {
+				return fmt.Errorf("give --rollouts or --data, not both")
+			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if fl.rollouts != "" {
-				if fl.data != "" {
-					return fmt.Errorf("give --rollouts or --data, not both")
-				}
 				return runThreadsOffline(cmd.OutOrStdout(), fl)
 			}
 			return runThreads(cmd.Context(), cmd.OutOrStdout(), fl)
@@ -97,7 +97,7 @@ func runThreads(ctx context.Context, w io.Writer, fl threadsFlags) error {
 		return err
 	}
 	if fl.json {
-		return writeJSON(w, page)
+		return writeJSON(w, threadsOf(page))
 	}
 	var buf bytes.Buffer
 	writeThreads(&buf, page, fl)

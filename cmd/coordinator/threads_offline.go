@@ -36,7 +36,7 @@ func runThreadsOffline(w io.Writer, fl threadsFlags) error {
 		return err
 	}
 	if fl.json {
-		return writeJSON(w, page)
+		return writeJSON(w, threadsOf(page))
 	}
 	var buf bytes.Buffer
 	writeThreads(&buf, page, fl)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -48,7 +49,11 @@ func TestThreadsOffline(t *testing.T) {
 	r := runCLI(t, "threads", "--rollouts", "../../testdata", "--search", "ship 1.4.2")
 	r.wantCode(t, exitOK)
 	r.wantOut(t, "release-P", "1 thread; no more pages.")
-	runCLI(t, "threads", "--rollouts", "../../testdata", "--data", "x").wantOneLineError(t, "not both")
+	r = runCLI(t, "threads", "--rollouts", "../../testdata", "--data", "x") // a usage error
+	r.wantCode(t, exitUsage)
+	if !strings.Contains(r.stderr, "not both") {
+		t.Errorf("stderr %q", r.stderr)
+	}
 }
 
 // TestOfflineThreadPrefixes: replay --rollouts and tree accept a thread id

@@ -36,7 +36,7 @@ not fatal), 1 when the directory cannot be read or THREAD is not there, 2 for
 a usage error.`,
 		Example: `  coordinator tree --rollouts ~/.codex/sessions
   coordinator tree --data /var/lib/logbook THREAD --json`,
-		Args: cobra.MaximumNArgs(1),
+		Args: checkedArgs(cobra.MaximumNArgs(1), src.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := src.build(cmd.Context())
 			if err != nil {
@@ -51,11 +51,7 @@ a usage error.`,
 				roots = []*tree.Node{n}
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), struct {
-					Roots    []*tree.Node   `json:"roots"`
-					Orphans  []string       `json:"orphans"`
-					Problems []tree.Problem `json:"problems"`
-				}{roots, t.Orphans, nonNil(t.Problems)})
+				return writeJSON(cmd.OutOrStdout(), treeOf(t, roots))
 			}
 			renderTree(cmd.OutOrStdout(), t, roots)
 			return nil
@@ -64,13 +60,6 @@ a usage error.`,
 	src.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tree as JSON")
 	return cmd
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }
 
 func renderTree(w io.Writer, t *tree.Tree, roots []*tree.Node) {

@@ -31,7 +31,7 @@ Exit status: 0 whatever is found (this is a report, not a check), 1 when the
 rollouts cannot be read, 2 for a usage error.`,
 		Example: `  coordinator unconfirmed --rollouts ./rollouts
   coordinator unconfirmed --data /var/lib/logbook --json`,
-		Args: cobra.NoArgs,
+		Args: checkedArgs(cobra.NoArgs, src.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := src.build(cmd.Context())
 			if err != nil {
@@ -44,11 +44,7 @@ rollouts cannot be read, 2 for a usage error.`,
 				}
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), struct {
-					ChildResults []dedupe.ChildResult `json:"child_results"`
-					Deliveries   []dedupe.Delivery    `json:"deliveries"`
-					Confirmed    int                  `json:"confirmed"`
-				}{nonNil(t.ChildResults), nonNil(pending), len(t.Deliveries) - len(pending)})
+				return writeJSON(cmd.OutOrStdout(), unconfirmedOf(t.ChildResults, pending, len(t.Deliveries)-len(pending)))
 			}
 			renderUnconfirmed(cmd.OutOrStdout(), t.ChildResults, pending, len(t.Deliveries))
 			return nil

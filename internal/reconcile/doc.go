@@ -18,6 +18,17 @@
 //     by}. An answer of unknown is recorded too, for the audit trail, and
 //     leaves the call dangling.
 //
+// Records say only what happened. A prober that could ask nobody (no
+// terminal, no prober, input that ended) returns ErrNotAsked: no answer, no
+// record, and the call stays unknown for a person to reconcile. An answer the
+// log already holds (the latest reconciled record for that call or message
+// has the same outcome, evidence and by) is not appended again, so a resume
+// that learns nothing new appends nothing (Fresh).
+//
+// Note records what a person found out, and only about what is open in the
+// thread: a dangling call, or a delivery from or to it that is not
+// confirmed. Any other id is refused, naming the open ones.
+//
 // It never re-executes a call or re-sends a message on its own. With
 // RetryProvenNotExecuted it re-sends only the messages a probe proved were
 // never published, under their original msg_id; a call proven not executed is

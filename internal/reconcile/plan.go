@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/logbook-agents/logbook/internal/dedupe"
@@ -62,6 +63,8 @@ func (f Finding) Record() rollout.Reconciled {
 }
 
 // Probe asks the prober about every keyed call and every send of the plan.
+// A question the prober could put to nobody (ErrNotAsked) has no finding: it
+// stays open, for a person to reconcile.
 // A send the MAIL stream still holds was published: that is proof enough,
 // and the prober is not asked. A send neither in MAIL nor received was never
 // published (a receiver logs its receipt before it acknowledges, and an
@@ -74,6 +77,9 @@ func (p *Plan) Probe(ctx context.Context, pr Prober, mail MailSearcher) ([]Findi
 		}
 		q := Question{Thread: p.Thread, CallID: c.CallID, Name: c.Name, IdempotencyKey: c.IdempotencyKey, TurnID: c.TurnID}
 		a, err := pr.Probe(ctx, q)
+		if errors.Is(err, ErrNotAsked) {
+			continue
+		}
 		if err != nil {
 			return out, fmt.Errorf("probing %s: %w", q, err)
 		}
@@ -108,6 +114,9 @@ func (p *Plan) Probe(ctx context.Context, pr Prober, mail MailSearcher) ([]Findi
 			continue
 		}
 		a, err := pr.Probe(ctx, q)
+		if errors.Is(err, ErrNotAsked) {
+			continue
+		}
 		if err != nil {
 			return out, fmt.Errorf("probing %s: %w", q, err)
 		}

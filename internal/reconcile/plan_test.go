@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -76,23 +77,41 @@ func TestDecideRefusesReadOnly(t *testing.T) {
 	}
 }
 
-// TestTerminalWithoutATerminal: no terminal, no blocking: unknown at once.
+// TestTerminalWithoutATerminal: no terminal, no blocking, and no answer: a
+// person who was never asked is not credited with "unknown".
 func TestTerminalWithoutATerminal(t *testing.T) {
 	r, w := io.Pipe() // never written: reading would block forever
 	defer w.Close()
-	tp := &Terminal{In: r, Out: io.Discard}
-	done := make(chan Answer, 1)
+	tp := &Terminal{In: r, Out: io.Discard, Who: "ops"}
+	done := make(chan error, 1)
 	go func() {
-		a, _ := tp.Probe(context.Background(), Question{CallID: "c1"})
-		done <- a
+		a, err := tp.Probe(context.Background(), Question{CallID: "c1"})
+		if err == nil {
+			t.Errorf("answer %+v without a terminal", a)
+		}
+		done <- err
 	}()
 	select {
-	case a := <-done:
-		if a.Outcome != rollout.OutcomeUnknown || !strings.HasPrefix(a.By, "person:") {
-			t.Errorf("answer %+v", a)
+	case err := <-done:
+		if !errors.Is(err, ErrNotAsked) {
+			t.Errorf("err %v, want ErrNotAsked", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the terminal prober blocked without a terminal")
+	}
+	// A plan probed with it has no finding for the keyed call.
+	p := &Plan{Thread: "T", Unknown: []replay.Call{{CallID: "c1", Name: "deploy", IdempotencyKey: "k"}}}
+	fs, err := p.Probe(context.Background(), tp, nil)
+	if err != nil || len(fs) != 0 {
+		t.Errorf("findings %+v, err %v: want none", fs, err)
+	}
+}
+
+// TestTerminalInputEnds: input that ends before an answer is no answer.
+func TestTerminalInputEnds(t *testing.T) {
+	tp := &Terminal{In: strings.NewReader("maybe\n"), Out: io.Discard, Interactive: true, Who: "ops"}
+	if a, err := tp.Probe(context.Background(), Question{CallID: "c1"}); !errors.Is(err, ErrNotAsked) {
+		t.Errorf("answer %+v, err %v: want ErrNotAsked", a, err)
 	}
 }
 

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -46,10 +47,17 @@ type Answer struct {
 	By       string // who answered: "probe:<name>", "person:<name>"
 }
 
-// Prober finds out whether something happened in the outside world.
+// Prober finds out whether something happened in the outside world. A
+// prober that could ask nobody returns ErrNotAsked: that is no answer, and
+// nothing is recorded (an "unknown" record would credit someone with an
+// answer nobody gave).
 type Prober interface {
 	Probe(ctx context.Context, q Question) (Answer, error)
 }
+
+// ErrNotAsked is a Prober's "nobody was asked": no terminal to ask a person,
+// no prober configured, or the person's input ended before an answer.
+var ErrNotAsked = errors.New("reconcile: nobody was asked")
 
 var (
 	_ Prober = (*Scripted)(nil)
@@ -77,8 +85,8 @@ func (s *Scripted) Probe(_ context.Context, q Question) (Answer, error) {
 	return Answer{Outcome: rollout.OutcomeUnknown, Evidence: "no scripted answer", By: "probe:scripted"}, nil
 }
 
-// Terminal asks a person. When In is not a terminal it answers unknown at
-// once, so a resume under a scheduler never hangs.
+// Terminal asks a person. When In is not a terminal it returns ErrNotAsked
+// at once, so a resume under a scheduler never hangs and records nothing.
 type Terminal struct {
 	In          io.Reader
 	Out         io.Writer
@@ -91,7 +99,7 @@ type Terminal struct {
 func (t *Terminal) Probe(ctx context.Context, q Question) (Answer, error) {
 	by := "person:" + orNone(t.Who)
 	if !t.Interactive {
-		return Answer{Outcome: rollout.OutcomeUnknown, Evidence: "no terminal to ask a person", By: by}, nil
+		return Answer{}, fmt.Errorf("%w: no terminal to ask a person", ErrNotAsked)
 	}
 	if t.lines == nil {
 		t.lines = bufio.NewScanner(t.In)
@@ -106,7 +114,7 @@ func (t *Terminal) Probe(ctx context.Context, q Question) (Answer, error) {
 		}
 		fmt.Fprint(t.Out, "  did it happen? [e]xecuted / [n]ot executed / [d]uplicate / [u]nknown: ")
 		if !t.lines.Scan() {
-			return Answer{Outcome: rollout.OutcomeUnknown, Evidence: "no answer (end of input)", By: by}, nil
+			return Answer{}, fmt.Errorf("%w: the input ended before an answer", ErrNotAsked)
 		}
 		outcome := map[string]string{"e": rollout.OutcomeExecuted, "n": rollout.OutcomeNotExecuted,
 			"d": rollout.OutcomeDuplicate, "u": rollout.OutcomeUnknown}[strings.ToLower(strings.TrimSpace(t.lines.Text()))]

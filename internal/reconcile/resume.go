@@ -33,10 +33,14 @@ type ResumeOptions struct {
 type ResumeReport struct {
 	Thread, Rollout string
 	Plan            *Plan
-	Aborted         string // the stale turn aborted, if any
-	Findings        []Finding
-	Resent          []string // msg_ids re-sent
-	State           *replay.State
+	Aborted         string    // the stale turn aborted, if any
+	Findings        []Finding // every answer this resume got
+	// Recorded are the findings appended as reconciled: those the rollout
+	// did not already say (see Fresh).
+	Recorded []Finding
+	Appended int      // records appended: the abort and Recorded
+	Resent   []string // msg_ids re-sent
+	State    *replay.State
 }
 
 // Resume prepares a crashed thread to continue: it takes the thread's lease
@@ -81,27 +85,33 @@ func Resume(ctx context.Context, bus *stream.Bus, thread string, opt ResumeOptio
 		return nil, err
 	}
 
-	w, err := bus.OpenWriter(ctx, lease, src.Current, stream.WriterOptions{})
-	if err != nil {
+	if rep.Recorded, err = Fresh(src.View, rep.Findings); err != nil {
 		return nil, err
 	}
-	b := rollout.Builder{Next: w.Next()}
-	var recs []rollout.Record
-	if plan.StaleTurn != nil {
-		recs = append(recs, b.TurnAborted(plan.StaleTurn.TurnID, rollout.AbortStaleAfterCrash))
-		rep.Aborted = plan.StaleTurn.TurnID
-	}
-	for _, f := range rep.Findings {
-		recs = append(recs, b.Event(f.Record()))
-	}
-	for _, r := range recs {
-		if _, err := w.Append(ctx, r); err != nil {
-			w.Close(context.WithoutCancel(ctx))
+	if plan.StaleTurn != nil || len(rep.Recorded) > 0 { // a resume that learned nothing writes nothing
+		w, err := bus.OpenWriter(ctx, lease, src.Current, stream.WriterOptions{})
+		if err != nil {
 			return nil, err
 		}
-	}
-	if err := w.Close(ctx); err != nil {
-		return nil, err
+		b := rollout.Builder{Next: w.Next()}
+		var recs []rollout.Record
+		if plan.StaleTurn != nil {
+			recs = append(recs, b.TurnAborted(plan.StaleTurn.TurnID, rollout.AbortStaleAfterCrash))
+			rep.Aborted = plan.StaleTurn.TurnID
+		}
+		for _, f := range rep.Recorded {
+			recs = append(recs, b.Event(f.Record()))
+		}
+		for _, r := range recs {
+			if _, err := w.Append(ctx, r); err != nil {
+				w.Close(context.WithoutCancel(ctx))
+				return nil, err
+			}
+		}
+		if err := w.Close(ctx); err != nil {
+			return nil, err
+		}
+		rep.Appended = len(recs)
 	}
 	if opt.RetryProvenNotExecuted {
 		for _, f := range rep.Findings {
@@ -126,11 +136,11 @@ func Resume(ctx context.Context, bus *stream.Bus, thread string, opt ResumeOptio
 	return rep, err
 }
 
-// noProber answers unknown: nobody was asked.
+// noProber asks nobody: no answer, nothing recorded.
 type noProber struct{}
 
 func (noProber) Probe(context.Context, Question) (Answer, error) {
-	return Answer{Outcome: rollout.OutcomeUnknown, Evidence: "no prober was configured", By: "probe:none"}, nil
+	return Answer{}, fmt.Errorf("%w: no prober was configured", ErrNotAsked)
 }
 
 // busMail looks sends up on the bus; it reads each receiver once per resume.
@@ -198,8 +208,11 @@ func eachEvent(view rollout.Log, kind string, fn func(*rollout.Record) bool) err
 }
 
 // Note records what a person found out about a call or a message of an idle
-// thread: a reconciled event, under the thread's lease.
-func Note(ctx context.Context, bus *stream.Bus, thread, holder string, rec rollout.Reconciled) (int64, error) {
+// thread: a reconciled event, under the thread's lease. The call must be
+// dangling in the thread, the message a delivery from or to it that is not
+// confirmed (deliveries returns the ledger's; nil: no message is open);
+// anything else is refused with the open ones listed, and nothing appended.
+func Note(ctx context.Context, bus *stream.Bus, thread, holder string, rec rollout.Reconciled, deliveries func(context.Context) ([]dedupe.Delivery, error)) (int64, error) {
 	if (rec.CallID == "") == (rec.MsgID == "") {
 		return 0, errors.New("reconcile: name exactly one call or message")
 	}
@@ -221,6 +234,19 @@ func Note(ctx context.Context, bus *stream.Bus, thread, holder string, rec rollo
 	defer lease.Release(context.WithoutCancel(ctx))
 	src, err := ops.Load(ctx, bus, thread)
 	if err != nil {
+		return 0, err
+	}
+	st, err := replay.Fast(src.View, replay.Options{})
+	if err != nil {
+		return 0, err
+	}
+	var ds []dedupe.Delivery
+	if rec.MsgID != "" && deliveries != nil {
+		if ds, err = deliveries(ctx); err != nil {
+			return 0, err
+		}
+	}
+	if err := checkOpen(thread, st, ds, rec); err != nil {
 		return 0, err
 	}
 	w, err := bus.OpenWriter(ctx, lease, src.Current, stream.WriterOptions{})

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,119 @@ func TestResumeAfterACrash(t *testing.T) {
 	}
 	if again.Aborted != "" || len(again.Resent) != 0 {
 		t.Errorf("second resume: %+v", again)
+	}
+}
+
+// crashedThread writes thread th (rollout r) with a turn that never ended
+// and a keyed deploy call with no output, then releases the lease.
+func crashedThread(t *testing.T, bus *stream.Bus, th, r string) {
+	t.Helper()
+	ctx := context.Background()
+	lease, err := bus.TakeLease(ctx, th, stream.LeaseOptions{Holder: "agent-" + th})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := bus.OpenWriter(ctx, lease, r, stream.WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Threads().Create(ctx, th, []byte(r)); err != nil {
+		t.Fatal(err)
+	}
+	b := rollout.Builder{}
+	for _, rec := range []rollout.Record{
+		b.Meta(rollout.SessionMeta{ID: th, RolloutID: r, Cwd: "/repo", Source: rollout.Source{Kind: "sim"}}),
+		b.TaskStarted("t1"), b.UserMessage("deploy"),
+		b.Call("call-deploy", "deploy", `{"version":"1.4.2"}`, "deploy-1.4.2"),
+	} {
+		if _, err := w.Append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func lastOrdinal(t *testing.T, bus *stream.Bus, r string) int64 {
+	t.Helper()
+	tail, _, _, err := bus.ValidTail(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tail.Ordinal
+}
+
+// TestResumeRecordsOnlyNews: nobody asked is no answer (nothing recorded,
+// the call stays unknown), and a resume that learns nothing new appends
+// nothing: the second and third runs leave the rollout as it was.
+func TestResumeRecordsOnlyNews(t *testing.T) {
+	tb := streamtest.New(t, streamtest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	crashedThread(t, tb.Bus, "N", "rN")
+	before := lastOrdinal(t, tb.Bus, "rN")
+	for _, pr := range []Prober{nil, &Terminal{Who: "ops"}} { // no prober; no terminal
+		rep, err := Resume(ctx, tb.Bus, "N", ResumeOptions{Holder: "coordinator", Prober: pr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Findings) != 0 || len(rep.Recorded) != 0 {
+			t.Errorf("%T: findings %+v: nobody was asked", pr, rep.Findings)
+		}
+		if len(rep.State.DanglingCalls) != 1 {
+			t.Errorf("%T: dangling %+v, want call-deploy still unknown", pr, rep.State.DanglingCalls)
+		}
+	}
+	after := lastOrdinal(t, tb.Bus, "rN")
+	if after != before+1 { // the stale turn's abort, once
+		t.Errorf("rollout went from ordinal %d to %d, want %d (one turn_aborted)", before, after, before+1)
+	}
+	// An answer of unknown is recorded once; the same answer again is old news.
+	pr := &Scripted{}
+	for i := range 2 {
+		rep, err := Resume(ctx, tb.Bus, "N", ResumeOptions{Holder: "coordinator", Prober: pr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Findings) != 1 || len(rep.Recorded) != 1-i || rep.Appended != 1-i {
+			t.Errorf("run %d: findings %d, recorded %d, appended %d", i, len(rep.Findings), len(rep.Recorded), rep.Appended)
+		}
+	}
+	if got := lastOrdinal(t, tb.Bus, "rN"); got != after+1 {
+		t.Errorf("ordinal %d, want %d: one reconciled{unknown}", got, after+1)
+	}
+}
+
+// TestNoteRefusesWhatIsNotOpen: a reconciled record about a call or message
+// that is not open in the thread is refused, naming the open ones, and
+// nothing is appended.
+func TestNoteRefusesWhatIsNotOpen(t *testing.T) {
+	tb := streamtest.New(t, streamtest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	crashedThread(t, tb.Bus, "N", "rN")
+	before := lastOrdinal(t, tb.Bus, "rN")
+	rec := rollout.Reconciled{CallID: "nope", Outcome: rollout.OutcomeExecuted, Evidence: "x", By: "person:ops"}
+	if _, err := Note(ctx, tb.Bus, "N", "test", rec, nil); err == nil || !strings.Contains(err.Error(), "call nope is not open in thread N (open: call-deploy)") {
+		t.Errorf("unknown call: %v", err)
+	}
+	rec = rollout.Reconciled{MsgID: "m-nope", Outcome: rollout.OutcomeExecuted, Evidence: "x", By: "person:ops"}
+	if _, err := Note(ctx, tb.Bus, "N", "test", rec, nil); err == nil || !strings.Contains(err.Error(), "message m-nope is not open in thread N (no message is open there)") {
+		t.Errorf("unknown message: %v", err)
+	}
+	if got := lastOrdinal(t, tb.Bus, "rN"); got != before {
+		t.Fatalf("a refused note appended: ordinal %d, want %d", got, before)
+	}
+	rec = rollout.Reconciled{CallID: "call-deploy", Outcome: rollout.OutcomeExecuted, Evidence: "1.4.2 is live", By: "person:ops"}
+	if ord, err := Note(ctx, tb.Bus, "N", "test", rec, nil); err != nil || ord != before+1 {
+		t.Fatalf("open call: ordinal %d, %v", ord, err)
+	}
+	// Reconciled: no longer open.
+	if _, err := Note(ctx, tb.Bus, "N", "test", rec, nil); err == nil || !strings.Contains(err.Error(), "no call is open there") {
+		t.Errorf("a resolved call: %v", err)
 	}
 }
