@@ -109,7 +109,8 @@ func newRollbackCmd() *cobra.Command {
 		Long: `rollback appends thread_rolled_back{N} to THREAD's rollout and replays it:
 the N newest user turns in effect (and everything after the first of them) are
 no longer in effect. The records stay in the log, for audit and as fork
-sources. Consecutive rollbacks add up.
+sources. Consecutive rollbacks add up. N above the user turns in effect is
+refused, naming them: a rollback never silently does less than asked.
 
 Only legacy threads (marker-based history), and only when idle: the thread's
 lease must be free, so no agent is writing it. A paginated thread refuses and

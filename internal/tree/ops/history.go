@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
@@ -21,6 +22,10 @@ var (
 	ErrLegacy = errors.New("ops: the thread is legacy: it rolls back by marker; use rollback N")
 	// ErrActive: the thread's lease is held by a live writer.
 	ErrActive = errors.New("ops: the thread is active")
+	// ErrTooFewTurns: rollback N with fewer than N user turns in effect.
+	// The marker would take out all of them: asked for that, it is refused
+	// rather than done silently (ask for exactly that many).
+	ErrTooFewTurns = errors.New("ops: fewer user turns in effect than asked to roll back")
 )
 
 // Result is a history operation's outcome: the thread's state afterwards and
@@ -55,6 +60,19 @@ func Rollback(ctx context.Context, bus *stream.Bus, thread string, n int64, hold
 	_, before, err := src.Timeline()
 	if err != nil {
 		return nil, err
+	}
+	var users []string
+	for _, s := range before {
+		if s.InEffect && s.User {
+			users = append(users, s.TurnID)
+		}
+	}
+	switch {
+	case len(users) == 0:
+		return nil, fmt.Errorf("thread %s: %w: it has none; nothing to roll back", thread, ErrTooFewTurns)
+	case int64(len(users)) < n:
+		return nil, fmt.Errorf("thread %s: %w: %d asked, %d in effect (%s); rollback %s %d takes them all out",
+			thread, ErrTooFewTurns, n, len(users), strings.Join(users, ", "), thread, len(users))
 	}
 	lease, err := takeIdle(ctx, bus, thread, holder)
 	if err != nil {

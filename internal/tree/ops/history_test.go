@@ -27,12 +27,16 @@ func TestRollback(t *testing.T) {
 		t.Fatalf("rollback of an active thread: %v, want ErrActive", err)
 	}
 	a.stop()
+	// More user turns than are in effect: refused, naming them; nothing written.
+	if _, err := Rollback(ctx, bus.Bus, "L", 3, "test"); !errors.Is(err, ErrTooFewTurns) || !strings.Contains(err.Error(), "3 asked, 2 in effect (t1, t2)") {
+		t.Fatalf("rollback 3 of 2 turns: %v, want ErrTooFewTurns naming t1, t2", err)
+	}
 	res, err := Rollback(ctx, bus.Bus, "L", 1, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !equal(res.Undone, []string{"t2"}) || res.State.Model != "model-t1" {
-		t.Errorf("undone %v, model %s", res.Undone, res.State.Model)
+		t.Errorf("undone %v, model %s (a refused rollback wrote something?)", res.Undone, res.State.Model)
 	}
 	newAgent(t, bus.Bus, "G", "rG", rollout.HistoryPaginated).turn("t1", true).stop()
 	if _, err := Rollback(ctx, bus.Bus, "G", 1, "test"); !errors.Is(err, ErrPaginated) {
