@@ -18,15 +18,48 @@ cleanup() {
 trap cleanup EXIT
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
+# wait_for WHAT TRIES CMD...: runs CMD every 0.1 s until it succeeds, up to
+# TRIES times; every 2 s or so it says on stderr that it is still waiting, so the demo
+# is never silent for long (on a loaded machine catching up takes a while).
+wait_for() {
+	local what=$1 tries=$2 i said=$SECONDS
+	shift 2
+	for i in $(seq 1 "$tries"); do
+		"$@" >/dev/null 2>&1 && return 0
+		if [ $((SECONDS - said)) -ge 2 ]; then
+			echo "   … still waiting for $what" >&2
+			said=$SECONDS
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+# while_saying WHAT CMD...: runs CMD (its output already redirected by the
+# caller) and, every 2 s or so until it ends, says on stderr that WHAT is
+# still going; returns CMD's status.
+while_saying() {
+	local what=$1 pid said=$SECONDS
+	shift
+	"$@" &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		if [ $((SECONDS - said)) -ge 2 ]; then
+			echo "   … still $what" >&2
+			said=$SECONDS
+		fi
+		sleep 0.1
+	done
+	wait "$pid"
+}
+
 serve() {
 	rm -f "$DATA/nats.url" # a killed coordinator leaves its old URL behind
 	$C serve --data "$DATA" --nats-listen 127.0.0.1:0 --listen 127.0.0.1:0 >>"$DATA/serve.log" 2>&1 &
 	SERVE_PID=$!
 	disown "$SERVE_PID" # its SIGKILL is part of the story, not a job to report
-	for _ in $(seq 1 100); do
-		[ -s "$DATA/nats.url" ] && $C threads --data "$DATA" --limit 1 >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
+	started() { [ -s "$DATA/nats.url" ] && $C threads --data "$DATA" --limit 1; }
+	wait_for "the coordinator to start" 300 started && return 0
 	echo "coordinator did not start:"; cat "$DATA/serve.log"; exit 1
 }
 
@@ -46,13 +79,15 @@ echo "   release-P shipped 1.4.2 through three children: A (build) finished; B (
 echo "   with its deploy call in flight; P died after logging C's task and before publishing it."
 $C import --data "$DATA" testdata/examples/release-tree | tail -1 | sed 's/^/   /'
 echo "   importing the six Codex sessions (4,760 records) while the coordinator dies under the import:"
-if $C import --data "$DATA" testdata/codex-real >"$DATA/import.log" 2>&1; then
+import_codex() { $C import --data "$DATA" testdata/codex-real >"$DATA/import.log" 2>&1; }
+if while_saying "importing" import_codex; then
 	echo "   import: finished before the crash"
 else
 	echo "   import: failed within seconds, as it must: the bus went away. What was acknowledged is safe;"
 	echo "   the rest is published when the import is run again."
 fi
-for _ in $(seq 1 100); do kill -0 "$SERVE_PID" 2>/dev/null || break; sleep 0.1; done
+dead() { ! kill -0 "$SERVE_PID" 2>/dev/null; }
+wait_for "the coordinator to die" 100 dead || true
 SERVE_PID=
 grep -h 'faults:' "$DATA/serve.log" | sed 's/^/   coordinator: /'
 
@@ -67,7 +102,7 @@ for dir in testdata/examples/release-tree testdata/codex-real; do
 	*) echo "   $out"; exit 1 ;;
 	esac
 done
-for _ in $(seq 1 100); do $C verify --data "$DATA" >/dev/null 2>&1 && break; sleep 0.2; done
+wait_for "the mirror and the index to catch up" 600 $C verify --data "$DATA" || true
 echo "   JetStream >= mirror >= index, byte for byte:"
 $C verify --data "$DATA" | grep -E 'Mirror|Index|index' | sed 's/^/   /'
 echo

@@ -67,7 +67,7 @@ func TestReindexThreadsShowVerify(t *testing.T) {
 		t.Fatalf("second page: %v %s", err, r.stdout)
 	}
 	r = runCLI(t, "threads", "--data", dir, "--search", "修复")
-	r.wantOut(t, "thread-A", "1 thread; no more pages.")
+	r.wantOut(t, "thread-A2", "1 thread; no more pages.")
 	runCLI(t, "threads", "--data", dir, "--cursor", "nonsense").wantOneLineError(t, "invalid cursor")
 	runCLI(t, "threads", "--data", dir, "--limit", "0").wantCode(t, exitUsage)
 
@@ -149,13 +149,13 @@ func TestShowCompressedAndStale(t *testing.T) {
 	}
 
 	// A record lands in the mirror; nothing indexed it yet.
-	p := filepath.Join(dir, index.RolloutsDir, "rollout-A.jsonl")
+	p := filepath.Join(dir, index.RolloutsDir, "rollout-A2.jsonl")
 	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
 	b := rollout.Builder{Next: 26}
 	rec := b.UserMessage("one more")
 	f.Write(append(rec.Append(nil), '\n'))
 	f.Close()
-	r = runCLI(t, "show", "--data", dir, "thread-A")
+	r = runCLI(t, "show", "--data", dir, "thread-A2")
 	r.wantCode(t, exitOK)
 	if !strings.HasPrefix(r.stderr, "coordinator: warning: the index lags the mirror") || !strings.Contains(r.stderr, "reindex") {
 		t.Errorf("stderr %q", r.stderr)

@@ -58,7 +58,7 @@ func TestShow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	for _, id := range []string{"thread-91", "thread-2", "019c8a59-e9dd-71f0-9ae3-4079fe9726a9", "thread-A", "thread-M", "t-rev", "thread-1002"} {
+	for _, id := range []string{"thread-91", "thread-2", "019c8a59-e9dd-71f0-9ae3-4079fe9726a9", "thread-A2", "thread-M", "t-rev", "thread-1002"} {
 		s, err := Show(ctx, r, dir, id, replay.Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)

@@ -2,14 +2,21 @@ package replay
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
 // chapterLog is the 25-record example of the chapter (section 10.3.1) as a
-// v1 rollout, ending with a rollback of n turns.
+// v1 rollout, ending with a rollback of n turns. The rollback of 1 is the
+// chapter's own, thread-A; the variants are threads of their own (thread-A2,
+// thread-A3), so the examples directory imports as it is.
 func chapterLog(n int64) []rollout.Record {
+	thread, ro := "thread-A", "rollout-A"
+	if n > 1 {
+		thread, ro = fmt.Sprintf("thread-A%d", n), fmt.Sprintf("rollout-A%d", n)
+	}
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	i := 0
 	b := &rollout.Builder{Now: func() time.Time { i++; return t0.Add(time.Duration(i) * time.Second) }}
@@ -17,7 +24,7 @@ func chapterLog(n int64) []rollout.Record {
 	none := []rollout.OpenCall{}
 	large := rollout.TurnContext{Model: "model-large", ApprovalPolicy: "on-request"}
 	return []rollout.Record{
-		/* 01 */ b.Meta(rollout.SessionMeta{ID: "thread-A", RolloutID: "rollout-A", Source: rollout.Source{Kind: "cli"}, Cwd: "/repo", HistoryMode: rollout.HistoryLegacy}),
+		/* 01 */ b.Meta(rollout.SessionMeta{ID: thread, RolloutID: ro, Source: rollout.Source{Kind: "cli"}, Cwd: "/repo", HistoryMode: rollout.HistoryLegacy}),
 		/* 02 */ b.TaskStarted("fix-login"),
 		/* 03 */ b.UserMessage("修复登录超时"),
 		/* 04 */ b.TurnContext(withTurn(large, "fix-login")),
