@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/logbook-agents/logbook/internal/index"
@@ -121,7 +123,7 @@ func BenchmarkRestart(b *testing.B) {
 
 func removeIndex(b *testing.B, dir string) {
 	for _, suffix := range []string{"", "-wal", "-shm"} {
-		if err := os.Remove(index.Path(dir) + suffix); err != nil && !os.IsNotExist(err) {
+		if err := os.Remove(datadir.IndexPath(dir) + suffix); err != nil && !os.IsNotExist(err) {
 			b.Fatal(err)
 		}
 	}
@@ -132,7 +134,7 @@ func waitIndexed(b *testing.B, dir string, n int64) {
 	ctx := context.Background()
 	var got int64
 	if !poll(30*time.Minute, func() bool {
-		r, err := index.OpenReader(ctx, index.Path(dir))
+		r, err := index.OpenReader(ctx, datadir.IndexPath(dir))
 		if err != nil {
 			return false
 		}

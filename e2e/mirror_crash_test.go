@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/logbook-agents/logbook/internal/faults"
@@ -263,7 +265,7 @@ func mirrorLines(path string) ([][]byte, bool, error) {
 // checkDisk checks a data dir the coordinator left when it died.
 func checkDisk(ctx context.Context, dir string, writers map[string]*simWriter) []string {
 	var v []string
-	files, err := index.MirrorFiles(dir)
+	files, err := datadir.MirrorFiles(dir)
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -292,7 +294,7 @@ func checkDisk(ctx context.Context, dir string, writers map[string]*simWriter) [
 		}
 		lastOrd[f.RolloutID] = int64(len(lines))
 	}
-	r, err := index.OpenReader(ctx, index.Path(dir))
+	r, err := index.OpenReader(ctx, datadir.IndexPath(dir))
 	if err == nil {
 		defer r.Close()
 		ros, err := r.Rollouts(ctx)
@@ -328,7 +330,7 @@ func checkDisk(ctx context.Context, dir string, writers map[string]*simWriter) [
 // writer had acknowledged once all of them finished.
 func checkSettled(ctx context.Context, dir string, writers map[string]*simWriter) []string {
 	v := checkDisk(ctx, dir, writers)
-	r, err := index.OpenReader(ctx, index.Path(dir))
+	r, err := index.OpenReader(ctx, datadir.IndexPath(dir))
 	if err != nil {
 		return append(v, "index: "+err.Error())
 	}
@@ -340,7 +342,7 @@ func checkSettled(ctx context.Context, dir string, writers map[string]*simWriter
 	sort.Strings(ids)
 	for _, id := range ids {
 		_, acked := writers[id].snapshot()
-		p := index.MirrorPath(dir, id)
+		p := datadir.MirrorPath(dir, id)
 		if p == "" {
 			v = append(v, fmt.Sprintf("rollout %s: no mirror file", id))
 			continue

@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 
 	"github.com/spf13/cobra"
 
 	"github.com/logbook-agents/logbook/internal/stream"
-	"github.com/logbook-agents/logbook/internal/stream/serve"
 )
 
 // busFlags say how a writing command reaches the bus: --nats URL, else the
@@ -54,9 +54,9 @@ func (f *busFlags) connect(ctx context.Context) (*stream.Bus, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		b, err := os.ReadFile(filepath.Join(dir, serve.URLFile))
+		b, err := os.ReadFile(datadir.URLPath(dir))
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil, fmt.Errorf("%s has no %s: is a coordinator serving it? (start one: coordinator serve --data %s; or give --nats URL)", dir, serve.URLFile, dir)
+			return nil, nil, fmt.Errorf("%s has no %s: is a coordinator serving it? (start one: coordinator serve --data %s; or give --nats URL)", dir, datadir.NATSURL, dir)
 		}
 		if err != nil {
 			return nil, nil, err

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -39,10 +41,10 @@ func resolveDataDir(dir string) (string, error) {
 // openReader opens a data dir's index read-only, with errors that say what
 // to do.
 func openReader(ctx context.Context, dir string) (*index.Reader, error) {
-	r, err := index.OpenReader(ctx, index.Path(dir))
+	r, err := index.OpenReader(ctx, datadir.IndexPath(dir))
 	switch {
 	case errors.Is(err, index.ErrNoIndex):
-		return nil, fmt.Errorf("%s has no index yet (%s); build it with: coordinator reindex --data %s", dir, index.FileName, dir)
+		return nil, fmt.Errorf("%s has no index yet (%s); build it with: coordinator reindex --data %s", dir, datadir.Index, dir)
 	case errors.Is(err, index.ErrSchema):
 		return nil, fmt.Errorf("%v; rebuild it with: coordinator reindex --data %s", err, dir)
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/logbook-agents/logbook/internal/index"
 	"github.com/logbook-agents/logbook/internal/replay/gen"
 	"github.com/logbook-agents/logbook/internal/rollout"
@@ -22,7 +24,7 @@ import (
 func dataDir(t *testing.T, n int) string {
 	t.Helper()
 	dir := t.TempDir()
-	rd := filepath.Join(dir, index.RolloutsDir)
+	rd := datadir.RolloutsDir(dir)
 	if err := os.MkdirAll(rd, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +36,7 @@ func dataDir(t *testing.T, n int) string {
 		line, _, _ := bytes.Cut(data, []byte("\n"))
 		rec, _ := rollout.DecodeLine(line)
 		m, _ := rollout.Decode[rollout.SessionMeta](&rec)
-		if err := os.WriteFile(filepath.Join(rd, m.Rollout()+index.JSONLExt), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(rd, m.Rollout()+datadir.JSONLExt), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -74,7 +76,7 @@ func TestReindexThreadsShowVerify(t *testing.T) {
 	// A thread id (or a prefix of one) is found by --search, and the index
 	// and a plain directory of the same files page alike: same threads,
 	// same order, same cursors (one paging rule, index.PageOf).
-	for _, src := range [][]string{{"--data", dir}, {"--rollouts", filepath.Join(dir, index.RolloutsDir)}} {
+	for _, src := range [][]string{{"--data", dir}, {"--rollouts", datadir.RolloutsDir(dir)}} {
 		r = runCLI(t, append([]string{"threads", "--search", "019c8bfe-ec25"}, src...)...)
 		r.wantOut(t, "019c8bfe-ec25-79e0-97d7-bda6a9c575ff", "1 thread; no more pages.")
 	}
@@ -101,7 +103,7 @@ func TestReindexThreadsShowVerify(t *testing.T) {
 		}
 		return out
 	}
-	indexed, offline := pages("--data", dir), pages("--rollouts", filepath.Join(dir, index.RolloutsDir))
+	indexed, offline := pages("--data", dir), pages("--rollouts", datadir.RolloutsDir(dir))
 	if strings.Join(indexed, "\n") != strings.Join(offline, "\n") || len(indexed) < 4 {
 		t.Errorf("the index pages\n%s\nthe files page\n%s", strings.Join(indexed, "\n"), strings.Join(offline, "\n"))
 	}
@@ -126,7 +128,7 @@ func TestReindexThreadsShowVerify(t *testing.T) {
 	runCLI(t, "verify", "--data", dir, "x.jsonl").wantCode(t, exitUsage)
 
 	// The mirror loses a suffix the index holds: verify fails and says so.
-	p := filepath.Join(dir, index.RolloutsDir, "rollout-2.jsonl")
+	p := filepath.Join(dir, datadir.Rollouts, "rollout-2.jsonl")
 	data, _ := os.ReadFile(p)
 	os.WriteFile(p, data[:bytes.LastIndexByte(data[:len(data)-1], '\n')+1], 0o644)
 	r = runCLI(t, "verify", "--data", dir, "--json")
@@ -137,7 +139,7 @@ func TestReindexThreadsShowVerify(t *testing.T) {
 func TestShowCompressedAndStale(t *testing.T) {
 	dir := dataDir(t, 0)
 	runCLI(t, "reindex", "--data", dir).wantCode(t, exitOK)
-	plain := filepath.Join(dir, index.RolloutsDir, "rollout-M.jsonl")
+	plain := filepath.Join(dir, datadir.Rollouts, "rollout-M.jsonl")
 	zst := compressed(t, plain)
 	os.Rename(zst, plain+rollout.ZstExt)
 	os.Remove(plain)
@@ -149,7 +151,7 @@ func TestShowCompressedAndStale(t *testing.T) {
 	}
 
 	// A record lands in the mirror; nothing indexed it yet.
-	p := filepath.Join(dir, index.RolloutsDir, "rollout-A2.jsonl")
+	p := filepath.Join(dir, datadir.Rollouts, "rollout-A2.jsonl")
 	f, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
 	b := rollout.Builder{Next: 26}
 	rec := b.UserMessage("one more")
@@ -179,7 +181,7 @@ func TestReadWhileServed(t *testing.T) {
 	if _, err := ix.CatchUp(context.Background(), nil); err != nil { // something to read from the start
 		t.Fatal(err)
 	}
-	extra := filepath.Join(dir, index.RolloutsDir)
+	extra := datadir.RolloutsDir(dir)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 
 	"github.com/spf13/cobra"
 
@@ -49,7 +50,7 @@ func (f *sourceFlags) load() (*tree.Corpus, string, error) {
 				return nil, "", err
 			}
 		}
-		dir = filepath.Join(data, "rollouts")
+		dir = datadir.RolloutsDir(data)
 	}
 	st, err := os.Stat(dir)
 	switch {

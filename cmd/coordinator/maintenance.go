@@ -3,8 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -43,7 +44,7 @@ usage error.`,
 			defer done()
 			mirror := ""
 			if dir, err := bf.dataDir(); err == nil {
-				mirror = filepath.Join(dir, "rollouts")
+				mirror = datadir.RolloutsDir(dir)
 				if _, err := os.Stat(dir); err == nil && !dryRun {
 					// gc deletes mirror files: never behind a serving coordinator's back.
 					lock, err := serve.TakeLock(dir)

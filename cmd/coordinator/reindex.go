@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
@@ -50,7 +52,7 @@ func runReindex(ctx context.Context, w, stderr io.Writer, dir string) error {
 	if err != nil {
 		return err
 	}
-	files, err := index.MirrorFiles(dir)
+	files, err := datadir.MirrorFiles(dir)
 	if err != nil {
 		return fmt.Errorf("%s: %w", dir, err)
 	}

@@ -7,8 +7,9 @@ import (
 	"io"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strings"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -105,8 +106,8 @@ error.`,
 func deliveriesFor(ctx context.Context, bus *stream.Bus, bf *busFlags, thread string) ([]dedupe.Delivery, error) {
 	var c *tree.Corpus
 	if dir, err := bf.dataDir(); err == nil {
-		if st, err := os.Stat(filepath.Join(dir, "rollouts")); err == nil && st.IsDir() {
-			if c, err = tree.LoadDir(filepath.Join(dir, "rollouts")); err != nil {
+		if st, err := os.Stat(datadir.RolloutsDir(dir)); err == nil && st.IsDir() {
+			if c, err = tree.LoadDir(datadir.RolloutsDir(dir)); err != nil {
 				return nil, err
 			}
 		}

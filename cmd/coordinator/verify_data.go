@@ -9,9 +9,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 
 	"github.com/nats-io/nats.go"
 
@@ -19,7 +20,6 @@ import (
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
 	"github.com/logbook-agents/logbook/internal/stream/mirror"
-	"github.com/logbook-agents/logbook/internal/stream/serve"
 )
 
 // verify --data DIR: the index against the mirror, every mirror file, and
@@ -58,9 +58,9 @@ func verifyMirrorAgainstBus(ctx context.Context, dir string) (busCheck, error) {
 
 // openDataBus connects to the bus that serves dir, as dir/nats.url names it.
 func openDataBus(ctx context.Context, dir string) (*stream.Bus, func(), string) {
-	b, err := os.ReadFile(filepath.Join(dir, serve.URLFile))
+	b, err := os.ReadFile(datadir.URLPath(dir))
 	if err != nil {
-		return nil, nil, fmt.Sprintf("not checked: %s has no %s (no coordinator is serving it)", dir, serve.URLFile)
+		return nil, nil, fmt.Sprintf("not checked: %s has no %s (no coordinator is serving it)", dir, datadir.NATSURL)
 	}
 	url := strings.TrimSpace(string(b))
 	nc, err := nats.Connect(url, nats.Timeout(2*time.Second), nats.Name("logbook-verify"))
@@ -111,7 +111,7 @@ func runVerifyData(ctx context.Context, w io.Writer, fl verifyFlags) error {
 	default:
 		ic.Checked, ic.Rollouts, ic.Problems = true, len(rep.Rollouts), rep.Problems
 	}
-	files, err := index.MirrorFiles(dir)
+	files, err := datadir.MirrorFiles(dir)
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func runVerifyData(ctx context.Context, w io.Writer, fl verifyFlags) error {
 		c := checkFile(f.Path, rollout.VerifyOptions{RequireCRC: fl.requireCRC})
 		if _, err := os.Stat(f.Path); c.err != nil && errors.Is(err, fs.ErrNotExist) {
 			// Compressed or re-materialized by a serving mirror meanwhile.
-			if p := index.MirrorPath(dir, f.RolloutID); p != "" {
+			if p := datadir.MirrorPath(dir, f.RolloutID); p != "" {
 				c = checkFile(p, rollout.VerifyOptions{RequireCRC: fl.requireCRC})
 			}
 		}

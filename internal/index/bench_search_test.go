@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 )
 
 // millionThreads is an index file holding 1,000,000 thread rows (and their
@@ -24,7 +26,7 @@ func millionSet(b *testing.B) string {
 			return
 		}
 		benchFixtures.tmp = append(benchFixtures.tmp, dir)
-		s.dir = filepath.Join(dir, FileName)
+		s.dir = filepath.Join(dir, datadir.Index)
 		t0 := time.Now()
 		s.err = fillThreads(s.dir, millionThreads)
 		b.Logf("%d thread rows written in %v", millionThreads, time.Since(t0).Round(time.Second))

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/logbook-agents/logbook/internal/replay"
 	"github.com/logbook-agents/logbook/internal/replay/gen"
 	"github.com/logbook-agents/logbook/internal/rollout"
@@ -55,7 +57,7 @@ func TestMain(m *testing.M) {
 // writeBenchRollouts writes n generated rollouts of about per records each,
 // thread-<i> in rollout-<i>, with a varied cwd.
 func writeBenchRollouts(dir string, n, per int) (records int, err error) {
-	rd := filepath.Join(dir, RolloutsDir)
+	rd := datadir.RolloutsDir(dir)
 	if err := os.MkdirAll(rd, 0o755); err != nil {
 		return 0, err
 	}
@@ -108,7 +110,7 @@ func BenchmarkCatchUp(b *testing.B) {
 		}
 		b.ResetTimer()
 		for range b.N {
-			os.Remove(Path(dir))
+			os.Remove(datadir.IndexPath(dir))
 			ix, err := Open(context.Background(), dir, Options{})
 			if err != nil {
 				b.Fatal(err)
@@ -130,7 +132,7 @@ func BenchmarkCatchUp(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer ix.Close()
-		f, err := os.Create(filepath.Join(dir, RolloutsDir, "rollout-9.jsonl"))
+		f, err := os.Create(filepath.Join(dir, datadir.Rollouts, "rollout-9.jsonl"))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -150,7 +152,7 @@ func BenchmarkCatchUp(b *testing.B) {
 			f.Truncate(0)
 			f.Seek(0, 0)
 			ix.Close()
-			os.Remove(Path(dir))
+			os.Remove(datadir.IndexPath(dir))
 			if ix, err = Open(context.Background(), dir, Options{}); err != nil {
 				b.Fatal(err)
 			}
@@ -176,7 +178,7 @@ func BenchmarkReindex(b *testing.B) {
 func BenchmarkThreads(b *testing.B) {
 	dir := bigSet(b)
 	ctx := context.Background()
-	r, err := OpenReader(ctx, Path(dir))
+	r, err := OpenReader(ctx, datadir.IndexPath(dir))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -216,7 +218,7 @@ func BenchmarkThreads(b *testing.B) {
 func BenchmarkShow(b *testing.B) {
 	dir := bigSet(b)
 	ctx := context.Background()
-	r, err := OpenReader(ctx, Path(dir))
+	r, err := OpenReader(ctx, datadir.IndexPath(dir))
 	if err != nil {
 		b.Fatal(err)
 	}

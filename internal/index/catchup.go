@@ -6,81 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
-
-// MirrorFile is one rollout file of a data dir's mirror.
-type MirrorFile struct {
-	RolloutID string
-	Path      string
-	Size      int64 // on disk (compressed for .jsonl.zst)
-}
-
-// MirrorFiles lists dir/rollouts/, one file per rollout id: the plain
-// .jsonl when both it and the .jsonl.zst exist (the mirror is between a
-// compression and the removal of the original; both hold the same lines).
-// Other names are ignored.
-func MirrorFiles(dir string) ([]MirrorFile, error) {
-	ents, err := os.ReadDir(filepath.Join(dir, RolloutsDir))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	byID := map[string]MirrorFile{}
-	for _, e := range ents {
-		name := e.Name()
-		if !e.Type().IsRegular() {
-			continue
-		}
-		var id string
-		switch {
-		case strings.HasSuffix(name, JSONLExt):
-			id = strings.TrimSuffix(name, JSONLExt)
-		case strings.HasSuffix(name, JSONLExt+rollout.ZstExt):
-			id = strings.TrimSuffix(name, JSONLExt+rollout.ZstExt)
-			if _, plain := byID[id]; plain {
-				continue
-			}
-		default:
-			continue
-		}
-		if rollout.ValidateID("rollout_id", id) != nil {
-			continue
-		}
-		info, err := e.Info()
-		if err != nil {
-			continue // removed meanwhile
-		}
-		if prev, ok := byID[id]; ok && strings.HasSuffix(prev.Path, JSONLExt) {
-			continue
-		}
-		byID[id] = MirrorFile{RolloutID: id, Path: filepath.Join(dir, RolloutsDir, name), Size: info.Size()}
-	}
-	out := make([]MirrorFile, 0, len(byID))
-	for _, f := range byID {
-		out = append(out, f)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].RolloutID < out[j].RolloutID })
-	return out, nil
-}
-
-// MirrorPath returns the mirror file of a rollout ("" when there is none).
-func MirrorPath(dir, rolloutID string) string {
-	base := filepath.Join(dir, RolloutsDir, rolloutID+JSONLExt)
-	for _, p := range []string{base, base + rollout.ZstExt} {
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-			return p
-		}
-	}
-	return ""
-}
 
 // CatchUpReport says what a catch-up did.
 type CatchUpReport struct {
@@ -106,7 +36,7 @@ func (ix *Index) CatchUp(ctx context.Context, progress Progress) (CatchUpReport,
 	if ix.dir == "" {
 		return rep, errors.New("index: CatchUp needs an index opened on a data dir")
 	}
-	files, err := MirrorFiles(ix.dir)
+	files, err := datadir.MirrorFiles(ix.dir)
 	if err != nil {
 		return rep, err
 	}
@@ -155,7 +85,7 @@ func (ix *Index) CatchUpRollout(ctx context.Context, rolloutID string) (int, err
 	if ix.dir == "" {
 		return 0, errors.New("index: CatchUpRollout needs an index opened on a data dir")
 	}
-	path := MirrorPath(ix.dir, rolloutID)
+	path := datadir.MirrorPath(ix.dir, rolloutID)
 	if path == "" {
 		return 0, fmt.Errorf("index: rollout %s: no mirror file: %w", rolloutID, fs.ErrNotExist)
 	}
@@ -332,7 +262,7 @@ func (ix *Index) capWatermarks(ctx context.Context) error {
 		return err
 	}
 	for _, r := range rs {
-		path := MirrorPath(ix.dir, r.ID)
+		path := datadir.MirrorPath(ix.dir, r.ID)
 		ok := false
 		if path != "" && r.WatermarkOrdinal > 0 {
 			st, _, err := loadState(ctx, ix.db, r.ID)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/logbook-agents/logbook/internal/replay/gen"
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
@@ -31,10 +33,10 @@ func writeRollout(t testing.TB, dir, id string, recs []rollout.Record) string {
 
 func writeMirrorFile(t testing.TB, dir, id string, data []byte) string {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Join(dir, RolloutsDir), 0o755); err != nil {
+	if err := os.MkdirAll(datadir.RolloutsDir(dir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(dir, RolloutsDir, id+JSONLExt)
+	p := filepath.Join(dir, datadir.Rollouts, id+datadir.JSONLExt)
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -9,23 +9,12 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"modernc.org/sqlite" // the pure-Go SQLite driver ("sqlite")
-)
+	"github.com/logbook-agents/logbook/internal/datadir"
 
-// Names inside a data dir. Part of the data dir contract shared with the
-// mirror (internal/stream): do not change.
-const (
-	// FileName is the index inside a data dir.
-	FileName = "index.db"
-	// RolloutsDir holds the mirror files, <rollout_id>.jsonl or .jsonl.zst.
-	RolloutsDir = "rollouts"
-	// JSONLExt is a plain mirror file's extension; a compressed one adds
-	// rollout.ZstExt.
-	JSONLExt = ".jsonl"
+	"modernc.org/sqlite" // the pure-Go SQLite driver ("sqlite")
 )
 
 // Options tune a writable Index.
@@ -61,9 +50,6 @@ type Reader struct {
 	path string
 }
 
-// Path returns the data dir's index file.
-func Path(dir string) string { return filepath.Join(dir, FileName) }
-
 // Open opens (creating it if needed) the index of data dir dir for writing
 // and caps every watermark at what the mirror holds: a rollout whose mirror
 // file is gone is deleted from the index, and one whose file no longer holds
@@ -71,15 +57,15 @@ func Path(dir string) string { return filepath.Join(dir, FileName) }
 // deleted) for CatchUp to index again. The caller holds the data dir's LOCK:
 // one writer per index.
 func Open(ctx context.Context, dir string, opt Options) (*Index, error) {
-	if err := os.MkdirAll(filepath.Join(dir, RolloutsDir), 0o700); err != nil {
+	if err := os.MkdirAll(datadir.RolloutsDir(dir), 0o700); err != nil {
 		return nil, err
 	}
-	ix, err := OpenFile(ctx, Path(dir), opt)
+	ix, err := OpenFile(ctx, datadir.IndexPath(dir), opt)
 	if errors.Is(err, ErrSchema) {
 		// Not an index this build can use (garbage, another schema): the
 		// index is derived from the mirror, so keep the file aside and
 		// start an empty one, which CatchUp fills from the mirror files.
-		kept, aerr := setAside(Path(dir))
+		kept, aerr := setAside(datadir.IndexPath(dir))
 		if aerr != nil {
 			return nil, errors.Join(err, aerr)
 		}
@@ -88,7 +74,7 @@ func Open(ctx context.Context, dir string, opt Options) (*Index, error) {
 			log = slog.Default()
 		}
 		log.Error("index: unusable index file set aside; rebuilding the index from the mirror", "err", err, "kept", kept)
-		ix, err = OpenFile(ctx, Path(dir), opt)
+		ix, err = OpenFile(ctx, datadir.IndexPath(dir), opt)
 	}
 	if err != nil {
 		return nil, err

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
@@ -23,7 +25,7 @@ func TestIncrementalEqualsRebuilt(t *testing.T) {
 	dir := fullDataDir(t, short(12, 4), short(6, 2), short(300, 150))
 	rebuild(t, dir)
 	maxBatch := short(40, 200)
-	files, err := MirrorFiles(dir)
+	files, err := datadir.MirrorFiles(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func TestIncrementalEqualsRebuilt(t *testing.T) {
 		}
 	}
 	ix.Close()
-	sameRows(t, Path(dir), applied)
+	sameRows(t, datadir.IndexPath(dir), applied)
 
 	// A mirror whose files grow by random cuts, with a catch-up after each.
 	grow := t.TempDir()
@@ -89,10 +91,10 @@ func TestIncrementalEqualsRebuilt(t *testing.T) {
 	}
 	catchUp(t, ixg)
 	ixg.Close()
-	sameRows(t, Path(dir), Path(grow))
+	sameRows(t, datadir.IndexPath(dir), datadir.IndexPath(grow))
 
 	// And the rebuilt index holds every kind of row.
-	r, err := OpenReader(ctx, Path(dir))
+	r, err := OpenReader(ctx, datadir.IndexPath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +115,7 @@ func TestOutOfOrderBatchRefused(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	genRollouts(t, dir, 7, 1, 120, false)
-	es := entriesOf(t, MirrorPath(dir, "rollout-7"))
+	es := entriesOf(t, datadir.MirrorPath(dir, "rollout-7"))
 	path := filepath.Join(t.TempDir(), "x.db")
 	ix, err := OpenFile(ctx, path, Options{})
 	if err != nil {
@@ -169,7 +171,7 @@ func TestWrongRolloutRefused(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	genRollouts(t, dir, 3, 1, 50, false)
-	data, _ := os.ReadFile(MirrorPath(dir, "rollout-3"))
+	data, _ := os.ReadFile(datadir.MirrorPath(dir, "rollout-3"))
 	writeMirrorFile(t, dir, "rollout-other", data)
 	ix := openDir(t, dir)
 	rep := catchUp(t, ix)
@@ -191,16 +193,16 @@ func TestCapAtStartup(t *testing.T) {
 	catchUp(t, ix)
 	ix.Close()
 
-	cut := MirrorPath(dir, "rollout-2")
+	cut := datadir.MirrorPath(dir, "rollout-2")
 	es := entriesOf(t, cut)
 	if err := os.Truncate(cut, es[len(es)/2].Offset); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(MirrorPath(dir, "rollout-3")); err != nil {
+	if err := os.Remove(datadir.MirrorPath(dir, "rollout-3")); err != nil {
 		t.Fatal(err)
 	}
 	// Same length, other bytes: a record replaced in place.
-	other := MirrorPath(dir, "rollout-4")
+	other := datadir.MirrorPath(dir, "rollout-4")
 	data, _ := os.ReadFile(other)
 	last := entriesOf(t, other)
 	lastRec := last[len(last)-1]
@@ -224,7 +226,7 @@ func TestCapAtStartup(t *testing.T) {
 				t.Errorf("%s: watermark %d after start-up, want it reset", r.ID, r.WatermarkOrdinal)
 			}
 		}
-		if p := MirrorPath(dir, r.ID); p != "" {
+		if p := datadir.MirrorPath(dir, r.ID); p != "" {
 			if end := entriesOf(t, p); len(end) > 0 && r.WatermarkOffset > end[len(end)-1].End() {
 				t.Errorf("%s: watermark offset %d beyond the mirror's %d", r.ID, r.WatermarkOffset, end[len(end)-1].End())
 			}
@@ -233,7 +235,7 @@ func TestCapAtStartup(t *testing.T) {
 	catchUp(t, ix2)
 	ix2.Close()
 	fresh := t.TempDir()
-	os.Rename(filepath.Join(dir, RolloutsDir), filepath.Join(fresh, RolloutsDir))
+	os.Rename(datadir.RolloutsDir(dir), datadir.RolloutsDir(fresh))
 	rebuild(t, fresh)
-	sameRows(t, Path(dir), Path(fresh))
+	sameRows(t, datadir.IndexPath(dir), datadir.IndexPath(fresh))
 }

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 )
 
 // ErrInUse is returned by Rebuild when the old index.db is open by another
@@ -22,7 +24,7 @@ var ErrInUse = errors.New("index: index.db is in use")
 // sure nothing else writes index.db meanwhile (it holds the data dir LOCK);
 // readers may keep reading the old file. progress may be nil.
 func Rebuild(ctx context.Context, dir string, opt Options, progress Progress) (CatchUpReport, error) {
-	final := Path(dir)
+	final := datadir.IndexPath(dir)
 	tmp := final + ".reindex"
 	if err := removeDB(tmp); err != nil {
 		return CatchUpReport{}, err

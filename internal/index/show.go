@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/logbook-agents/logbook/internal/replay"
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
@@ -44,7 +46,7 @@ func Show(ctx context.Context, r *Reader, dir, id string, opt replay.Options) (*
 	if !found {
 		return nil, fmt.Errorf("index: thread %s: its current rollout %s is not indexed (reindex)", t.ID, t.CurrentRolloutID)
 	}
-	path := MirrorPath(dir, ro.ID)
+	path := datadir.MirrorPath(dir, ro.ID)
 	if path == "" {
 		return nil, fmt.Errorf("%w: thread %s: rollout %s has no file in %s (the index is stale; reindex)", ErrNoMirrorFile, t.ID, ro.ID, dir)
 	}
@@ -215,7 +217,7 @@ func mirrorHeads(dir, id string, own *rollout.File) func(string) (rollout.Head, 
 	return func(rid string) (rollout.Head, error) {
 		f := own
 		if rid != id {
-			path := MirrorPath(dir, rid)
+			path := datadir.MirrorPath(dir, rid)
 			if path == "" {
 				return rollout.Head{}, fmt.Errorf("%w: rollout %s (a history_base) has no file in %s", ErrNoMirrorFile, rid, dir)
 			}

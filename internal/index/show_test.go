@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/logbook-agents/logbook/internal/replay"
 	"github.com/logbook-agents/logbook/internal/replay/gen"
 	"github.com/logbook-agents/logbook/internal/rollout"
@@ -16,7 +18,7 @@ import (
 
 func compress(t testing.TB, dir, id string) {
 	t.Helper()
-	plain := MirrorPath(dir, id)
+	plain := datadir.MirrorPath(dir, id)
 	var buf bytes.Buffer
 	if err := rollout.WriteZst(&buf, bytes.NewReader(mustRead(t, plain))); err != nil {
 		t.Fatal(err)
@@ -53,7 +55,7 @@ func TestShow(t *testing.T) {
 	compress(t, dir, "rollout-91")
 	compress(t, dir, "019c8a59-e9dd-71f0-9ae3-4079fe9726a9") // the Codex session with a compaction
 	rebuild(t, dir)
-	r, err := OpenReader(ctx, Path(dir))
+	r, err := OpenReader(ctx, datadir.IndexPath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func TestShowStale(t *testing.T) {
 	catchUp(t, ix)
 	show := func() []string {
 		t.Helper()
-		r, err := OpenReader(ctx, Path(dir))
+		r, err := OpenReader(ctx, datadir.IndexPath(dir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,9 +119,9 @@ func TestShowStale(t *testing.T) {
 		t.Errorf("wrong turn: %v", st)
 	}
 	// The mirror grows; the index has not caught up.
-	es := entriesOf(t, MirrorPath(dir, "rollout-M"))
+	es := entriesOf(t, datadir.MirrorPath(dir, "rollout-M"))
 	b := rollout.Builder{Next: es[len(es)-1].Ordinal + 1}
-	f, _ := os.OpenFile(MirrorPath(dir, "rollout-M"), os.O_APPEND|os.O_WRONLY, 0)
+	f, _ := os.OpenFile(datadir.MirrorPath(dir, "rollout-M"), os.O_APPEND|os.O_WRONLY, 0)
 	rec := b.TaskComplete("deploy")
 	f.Write(append(rec.Append(nil), '\n'))
 	f.Close()
@@ -157,7 +159,7 @@ func TestReadWhileWriting(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the writer did not finish")
 		}
-		r, err := OpenReader(ctx, Path(dir))
+		r, err := OpenReader(ctx, datadir.IndexPath(dir))
 		if err != nil {
 			t.Fatalf("open while writing: %v", err)
 		}
@@ -205,7 +207,7 @@ func TestShowReadsTheView(t *testing.T) {
 		b2.UserMessage("the next turn"),
 	})
 	rebuild(t, dir)
-	r, err := OpenReader(ctx, Path(dir))
+	r, err := OpenReader(ctx, datadir.IndexPath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

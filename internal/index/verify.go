@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 )
 
 // IndexProblem is one difference between the index and its mirror.
@@ -38,7 +40,7 @@ const maxRowDiffs = 20
 // temporary directory.
 func VerifyIndex(ctx context.Context, dir string) (IndexReport, error) {
 	rep := IndexReport{Problems: []IndexProblem{}}
-	r, err := OpenReader(ctx, Path(dir))
+	r, err := OpenReader(ctx, datadir.IndexPath(dir))
 	if err != nil {
 		return rep, err
 	}
@@ -61,17 +63,17 @@ func VerifyIndex(ctx context.Context, dir string) (IndexReport, error) {
 		return rep, err
 	}
 	defer os.RemoveAll(tmp)
-	fresh, err := OpenFile(ctx, filepath.Join(tmp, FileName), Options{})
+	fresh, err := OpenFile(ctx, filepath.Join(tmp, datadir.Index), Options{})
 	if err != nil {
 		return rep, err
 	}
 	defer fresh.Close()
 	fresh.dir = dir
 	for _, ro := range rep.Rollouts {
-		path := MirrorPath(dir, ro.ID)
+		path := datadir.MirrorPath(dir, ro.ID)
 		if path == "" {
 			rep.Problems = append(rep.Problems, IndexProblem{Rollout: ro.ID, Kind: "no_mirror_file",
-				Detail: fmt.Sprintf("indexed to %s %d, but %s has no file for it", unitOf(ro.Lines), ro.WatermarkOrdinal, filepath.Join(dir, RolloutsDir))})
+				Detail: fmt.Sprintf("indexed to %s %d, but %s has no file for it", unitOf(ro.Lines), ro.WatermarkOrdinal, datadir.RolloutsDir(dir))})
 			continue
 		}
 		if _, _, err := fresh.catchUpFile(ctx, ro.ID, path, ro.WatermarkOrdinal, nil); err != nil {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 )
 
 // TestVerifyIndex: a fresh index verifies clean; a changed row, a mirror
@@ -25,9 +27,9 @@ func TestVerifyIndex(t *testing.T) {
 
 	ix.db.ExecContext(ctx, "UPDATE items SET excerpt = 'tampered' WHERE rollout_id = 'rollout-1' AND ordinal = (SELECT min(ordinal) FROM items WHERE rollout_id = 'rollout-1')")
 	ix.db.ExecContext(ctx, "UPDATE threads SET title = 'tampered' WHERE thread_id = 'thread-2'")
-	es := entriesOf(t, MirrorPath(dir, "rollout-3"))
-	os.Truncate(MirrorPath(dir, "rollout-3"), es[len(es)-10].Offset)
-	os.Remove(MirrorPath(dir, "rollout-M"))
+	es := entriesOf(t, datadir.MirrorPath(dir, "rollout-3"))
+	os.Truncate(datadir.MirrorPath(dir, "rollout-3"), es[len(es)-10].Offset)
+	os.Remove(datadir.MirrorPath(dir, "rollout-M"))
 	rep, err = VerifyIndex(ctx, dir)
 	if err != nil {
 		t.Fatal(err)

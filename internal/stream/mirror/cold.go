@@ -12,15 +12,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/logbook-agents/logbook/internal/faults"
-	"github.com/logbook-agents/logbook/internal/index"
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
 // tmpPrefix starts the name of every temp file in rollouts/: never a valid
-// rollout id, so index.MirrorFiles ignores it, and start-up removes it.
+// rollout id, so datadir.MirrorFiles ignores it, and start-up removes it.
 const tmpPrefix = ".tmp."
 
 func (m *Mirror) tmpPath(name string) string { return filepath.Join(m.rdir, tmpPrefix+name) }
@@ -30,7 +31,7 @@ func (m *Mirror) tmpPath(name string) string { return filepath.Join(m.rdir, tmpP
 // remove the .jsonl.zst, fsync the directory. r.mu is held.
 func (m *Mirror) rematerialize(r *ro) error {
 	zpath, plain := m.zstPath(r.id), m.plainPath(r.id)
-	tmp := m.tmpPath(r.id + index.JSONLExt)
+	tmp := m.tmpPath(r.id + datadir.JSONLExt)
 	if err := decompressTo(zpath, tmp); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("mirror: rollout %s: re-materialize: %w", r.id, err)
@@ -144,7 +145,7 @@ func (m *Mirror) coldPass(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		id, ok := strings.CutSuffix(e.Name(), index.JSONLExt)
+		id, ok := strings.CutSuffix(e.Name(), datadir.JSONLExt)
 		if !ok || !e.Type().IsRegular() || rollout.ValidateID("rollout id", id) != nil || m.referenced(id) {
 			continue
 		}
@@ -179,7 +180,7 @@ func (m *Mirror) compress(id string) error {
 	if err != nil {
 		return nil // empty, torn or damaged: left as it is (repaired before the next append)
 	}
-	tmp := m.tmpPath(id + index.JSONLExt + zstExt)
+	tmp := m.tmpPath(id + datadir.JSONLExt + zstExt)
 	defer os.Remove(tmp)
 	if err := writeZst(path, size, tmp); err != nil {
 		return err
@@ -285,7 +286,7 @@ func lastOf(f *rollout.File) (rollout.Entry, error) {
 // scanRefs reads the canonical session_meta (the first line) of every
 // mirror file and notes the rollouts their history_base names.
 func (m *Mirror) scanRefs(ctx context.Context) error {
-	files, err := index.MirrorFiles(m.dir)
+	files, err := datadir.MirrorFiles(m.dir)
 	if err != nil {
 		return err
 	}

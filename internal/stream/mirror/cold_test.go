@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logbook-agents/logbook/internal/index"
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
-func (e *env) plain(id string) string { return filepath.Join(e.dir, index.RolloutsDir, id+".jsonl") }
+func (e *env) plain(id string) string { return filepath.Join(e.dir, datadir.Rollouts, id+".jsonl") }
 
 // TestCompressionRoundTrip: an idle rollout is compressed after a verified
 // write, still reads the same (and the index reads it), and an append

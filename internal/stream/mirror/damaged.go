@@ -12,17 +12,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/logbook-agents/logbook/internal/index"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
 )
-
-// DamagedDir is where damaged mirror files are set aside, under
-// quarantine/: <rollout file>.<UTC time>, with the reason beside it in
-// <that>.reason.
-const DamagedDir = "damaged"
 
 // ioError reports whether err is the file system failing (EIO, a full
 // disk, a permission), which fails the batch and is retried, rather than a
@@ -37,7 +33,7 @@ func ioError(err error) bool {
 // again from an empty file that the bus refills (see refetch) while every
 // other rollout keeps flowing. r.mu is held.
 func (m *Mirror) setAside(r *ro, path, why string) error {
-	dir := filepath.Join(m.qdir, DamagedDir)
+	dir := filepath.Join(m.qdir, datadir.Damaged)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("mirror: rollout %s: set aside: %w", r.id, err)
 	}
@@ -165,7 +161,7 @@ func (m *Mirror) refetchAll(ctx context.Context) error {
 	}
 	seen := map[string]bool{}
 	for _, e := range ents {
-		id, ok := strings.CutSuffix(strings.TrimSuffix(e.Name(), zstExt), index.JSONLExt)
+		id, ok := strings.CutSuffix(strings.TrimSuffix(e.Name(), zstExt), datadir.JSONLExt)
 		if !ok || seen[id] || rollout.ValidateID("rollout id", id) != nil {
 			continue
 		}

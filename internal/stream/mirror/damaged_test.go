@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/logbook-agents/logbook/internal/stream"
@@ -49,7 +51,7 @@ func TestTruncatedZstSetAsideOthersFlow(t *testing.T) {
 	if st.SetAside != 1 || len(st.Damaged) != 0 || st.Quarantined != 0 {
 		t.Fatalf("status %+v", st)
 	}
-	kept, _ := filepath.Glob(filepath.Join(e.dir, QuarantineDir, DamagedDir, "ro-b.jsonl.zst.*.reason"))
+	kept, _ := filepath.Glob(filepath.Join(e.dir, datadir.Quarantine, datadir.Damaged, "ro-b.jsonl.zst.*.reason"))
 	if len(kept) != 1 {
 		t.Fatalf("reason files %v", kept)
 	}

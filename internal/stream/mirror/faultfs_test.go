@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logbook-agents/logbook/internal/index"
+	"github.com/logbook-agents/logbook/internal/datadir"
 )
 
 // faultFS is an FS that fails chosen operations, once each, and records
@@ -257,7 +257,7 @@ func TestFailedTornRepairLeavesNothing(t *testing.T) {
 	w.items(10, "one")
 	e.caughtUp(r)
 	r.stop()
-	path := filepath.Join(e.dir, index.RolloutsDir, "ro-t.jsonl")
+	path := filepath.Join(e.dir, datadir.Rollouts, "ro-t.jsonl")
 	torn := []byte(`{"timestamp":"2026-11-29T10:00:00.123Z","ordinal":12,"type":"respo`)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -236,7 +238,7 @@ func (w *writer) close() {
 // compressed; "" when there is none.
 func readFile(t testing.TB, dir, id string) (string, bool) {
 	t.Helper()
-	p := index.MirrorPath(dir, id)
+	p := datadir.MirrorPath(dir, id)
 	if p == "" {
 		return "", false
 	}

@@ -11,7 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/logbook-agents/logbook/internal/index"
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/logbook-agents/logbook/internal/stream"
 )
 
@@ -31,8 +32,6 @@ const (
 type Indexer interface {
 	CatchUpRollout(ctx context.Context, rolloutID string) (int, error)
 }
-
-var _ Indexer = (*index.Index)(nil)
 
 // Config configures a Mirror.
 type Config struct {
@@ -165,7 +164,7 @@ func Open(ctx context.Context, cfg Config) (*Mirror, error) {
 	}
 	m := &Mirror{
 		cfg: cfg, dir: cfg.Dir, log: cfg.Logger,
-		rdir: filepath.Join(cfg.Dir, index.RolloutsDir), qdir: filepath.Join(cfg.Dir, QuarantineDir),
+		rdir: datadir.RolloutsDir(cfg.Dir), qdir: datadir.QuarantineDir(cfg.Dir),
 		ros: map[string]*ro{}, refs: map[string]bool{}, dirty: map[string]bool{},
 		wake: make(chan struct{}, 1),
 	}
@@ -246,5 +245,5 @@ func (m *Mirror) count(f func(s *Status)) {
 }
 
 // Paths of a rollout's files.
-func (m *Mirror) plainPath(id string) string { return filepath.Join(m.rdir, id+index.JSONLExt) }
+func (m *Mirror) plainPath(id string) string { return filepath.Join(m.rdir, id+datadir.JSONLExt) }
 func (m *Mirror) zstPath(id string) string   { return m.plainPath(id) + zstExt }

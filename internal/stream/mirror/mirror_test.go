@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logbook-agents/logbook/internal/index"
+	"github.com/logbook-agents/logbook/internal/datadir"
 )
 
 // TestMirrorEqualsBus: records from several writers land in one file per
@@ -101,7 +101,7 @@ func TestTornTailRepaired(t *testing.T) {
 	w.items(10, "one")
 	e.caughtUp(r)
 	r.stop()
-	path := filepath.Join(e.dir, index.RolloutsDir, "ro-t.jsonl")
+	path := filepath.Join(e.dir, datadir.Rollouts, "ro-t.jsonl")
 	torn := []byte(`{"timestamp":"2026-11-29T10:00:00.123Z","ordinal":12,"type":"respo`)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
@@ -134,7 +134,7 @@ func TestTornTailRepaired(t *testing.T) {
 // the one that holds the other whole, and removes temp files.
 func TestStartupKeepsOneRepresentation(t *testing.T) {
 	dir := t.TempDir()
-	rdir := filepath.Join(dir, index.RolloutsDir)
+	rdir := datadir.RolloutsDir(dir)
 	if err := os.MkdirAll(rdir, 0o755); err != nil {
 		t.Fatal(err)
 	}

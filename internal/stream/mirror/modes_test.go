@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 )
 
 // TestPrivateModes: in a data dir pre-created 0755, rollouts/ and
@@ -43,7 +45,7 @@ func TestPrivateModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"rollouts/ro-m.jsonl", "quarantine", "index.db", StateFile} {
+	for _, p := range []string{"rollouts/ro-m.jsonl", "quarantine", "index.db", datadir.MirrorState} {
 		if !exists(filepath.Join(e.dir, p)) {
 			t.Errorf("%s not created", p)
 		}

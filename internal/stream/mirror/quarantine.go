@@ -11,11 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/nats-io/nats.go"
 )
-
-// QuarantineDir holds the messages the mirror refused, in a data dir.
-const QuarantineDir = "quarantine"
 
 // Kinds of refusal: the kind field of <seq>.json. Part of the quarantine
 // format: do not change, add to it.
@@ -110,7 +109,7 @@ func countQuarantine(dir string) (int, error) {
 
 // ReadQuarantine lists the refused messages of a data dir, by sequence.
 func ReadQuarantine(dataDir string) ([]Quarantined, error) {
-	dir := filepath.Join(dataDir, QuarantineDir)
+	dir := datadir.QuarantineDir(dataDir)
 	ents, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
 		return nil, nil

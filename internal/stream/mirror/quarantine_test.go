@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/nats-io/nats.go"
 
-	"github.com/logbook-agents/logbook/internal/index"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
 )
@@ -74,7 +75,7 @@ func TestQuarantine(t *testing.T) {
 			t.Errorf("%s: quarantined as %+v, want seq %d kind %s", c.name, q, seqs[i], c.kind)
 			continue
 		}
-		raw, err := os.ReadFile(filepath.Join(e.dir, QuarantineDir, strconv.FormatUint(q.Seq, 10)+".msg"))
+		raw, err := os.ReadFile(filepath.Join(e.dir, datadir.Quarantine, strconv.FormatUint(q.Seq, 10)+".msg"))
 		if err != nil || !bytes.Equal(raw, c.msg.Data) {
 			t.Errorf("%s: %s.msg does not hold the message's bytes (%v)", c.name, strconv.FormatUint(q.Seq, 10), err)
 		}
@@ -86,12 +87,12 @@ func TestQuarantine(t *testing.T) {
 		}
 		t.Logf("%-26s -> %s: %s", c.name, q.Kind, q.Reason)
 		if c.id != "" {
-			if p := index.MirrorPath(e.dir, c.id); p != "" {
+			if p := datadir.MirrorPath(e.dir, c.id); p != "" {
 				t.Errorf("%s: a mirror file %s exists", c.name, p)
 			}
 		}
 	}
-	ents, _ := os.ReadDir(filepath.Join(e.dir, index.RolloutsDir))
+	ents, _ := os.ReadDir(datadir.RolloutsDir(e.dir))
 	if len(ents) != 2 {
 		var names []string
 		for _, x := range ents {
@@ -143,7 +144,7 @@ func TestDamagedMirrorFile(t *testing.T) {
 		t.Fatalf("quarantine %+v (%v), want none", qs, err)
 	}
 	e.checkEqual("dmg")
-	kept, err := filepath.Glob(filepath.Join(e.dir, QuarantineDir, DamagedDir, "dmg.jsonl.*"))
+	kept, err := filepath.Glob(filepath.Join(e.dir, datadir.Quarantine, datadir.Damaged, "dmg.jsonl.*"))
 	if err != nil || len(kept) != 2 {
 		t.Fatalf("set aside: %v (%v), want the file and its reason", kept, err)
 	}

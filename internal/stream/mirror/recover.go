@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/logbook-agents/logbook/internal/index"
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
@@ -40,7 +41,7 @@ func (m *Mirror) recoverFiles(ctx context.Context) error {
 			changed = true
 			continue
 		}
-		id, ok := strings.CutSuffix(name, index.JSONLExt+zstExt)
+		id, ok := strings.CutSuffix(name, datadir.JSONLExt+zstExt)
 		if !ok || rollout.ValidateID("rollout id", id) != nil {
 			continue
 		}
@@ -52,7 +53,7 @@ func (m *Mirror) recoverFiles(ctx context.Context) error {
 		}
 		changed = true
 	}
-	if tmp := filepath.Join(m.dir, "."+StateFile+".tmp"); fileExists(tmp) {
+	if tmp := filepath.Join(m.dir, "."+datadir.MirrorState+".tmp"); fileExists(tmp) {
 		os.Remove(tmp)
 	}
 	if changed {

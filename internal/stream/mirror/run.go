@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -84,10 +86,10 @@ func (m *Mirror) checkStream(ctx context.Context, js jetstream.JetStream) error 
 	switch {
 	case wm > info.State.LastSeq:
 		return fmt.Errorf("%w: %s says sequence %d is mirrored, stream %s ends at %d (was the bus's store lost or replaced?)",
-			ErrAheadOfBus, StateFile, wm, stream.StreamRollouts, info.State.LastSeq)
+			ErrAheadOfBus, datadir.MirrorState, wm, stream.StreamRollouts, info.State.LastSeq)
 	case wm > 0 && !created.IsZero() && !created.Equal(info.Created):
 		return fmt.Errorf("%w: %s belongs to stream %s created %s, the bus's was created %s",
-			ErrAheadOfBus, StateFile, stream.StreamRollouts, created.Format(time.RFC3339Nano), info.Created.Format(time.RFC3339Nano))
+			ErrAheadOfBus, datadir.MirrorState, stream.StreamRollouts, created.Format(time.RFC3339Nano), info.Created.Format(time.RFC3339Nano))
 	}
 	if created.IsZero() {
 		m.mu.Lock()

@@ -10,11 +10,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
-
-// StateFile is the mirror's watermark in a data dir.
-const StateFile = "mirror.state"
 
 // The watermark file holds two slots, slotSize bytes apart, each a line
 //
@@ -82,7 +81,7 @@ type stateFile struct {
 // openState opens (creating it) the watermark of a data dir. A new file is
 // written whole (both slots at sequence 0) by temp file and rename.
 func openState(dir string) (*stateFile, error) {
-	path := filepath.Join(dir, StateFile)
+	path := filepath.Join(dir, datadir.MirrorState)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := createState(path); err != nil {

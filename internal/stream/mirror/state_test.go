@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 )
 
 // TestStateSlots: a torn write of the watermark damages only its own slot,
@@ -23,7 +25,7 @@ func TestStateSlots(t *testing.T) {
 		}
 	}
 	sf.close()
-	path := filepath.Join(dir, StateFile)
+	path := filepath.Join(dir, datadir.MirrorState)
 	if st, _ := os.Stat(path); st.Size() != stateSize {
 		t.Fatalf("size %d", st.Size())
 	}

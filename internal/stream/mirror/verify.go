@@ -9,9 +9,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/logbook-agents/logbook/internal/index"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
 )
@@ -39,7 +40,7 @@ const maxProblemsPerRollout = 5
 // meanwhile: each file is read before its rollout is read from the bus.
 func VerifyBus(ctx context.Context, bus *stream.Bus, dir string) (BusReport, error) {
 	rep := BusReport{Behind: []string{}, Problems: []string{}}
-	files, err := index.MirrorFiles(dir)
+	files, err := datadir.MirrorFiles(dir)
 	if err != nil {
 		return rep, err
 	}
@@ -62,11 +63,11 @@ func VerifyBus(ctx context.Context, bus *stream.Bus, dir string) (BusReport, err
 }
 
 // verifyRollout compares one mirror file with its rollout on the bus.
-func verifyRollout(ctx context.Context, bus *stream.Bus, dir string, f index.MirrorFile) (equal int64, behind bool, probs []string, err error) {
+func verifyRollout(ctx context.Context, bus *stream.Bus, dir string, f datadir.MirrorFile) (equal int64, behind bool, probs []string, err error) {
 	data, err := readMirror(f.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		// Compressed or re-materialized meanwhile: read whichever is there.
-		if p := index.MirrorPath(dir, f.RolloutID); p != "" {
+		if p := datadir.MirrorPath(dir, f.RolloutID); p != "" {
 			data, err = readMirror(p)
 		}
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
@@ -106,7 +108,7 @@ func TestServeBinarySIGKILL(t *testing.T) {
 	}
 	t.Logf("second serve: %s", strings.TrimSpace(errb.String()))
 
-	url, err := os.ReadFile(filepath.Join(dir, URLFile))
+	url, err := os.ReadFile(datadir.URLPath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/logbook-agents/logbook/internal/index"
 )
 
@@ -17,7 +19,7 @@ import (
 func TestGarbageIndexRebuilt(t *testing.T) {
 	dir := t.TempDir()
 	garbage := bytes.Repeat([]byte("garbage!"), 1024)
-	if err := os.WriteFile(index.Path(dir), garbage, 0o600); err != nil {
+	if err := os.WriteFile(datadir.IndexPath(dir), garbage, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	info, stop := start(t, Config{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0"})
@@ -36,14 +38,14 @@ func TestGarbageIndexRebuilt(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	kept, _ := filepath.Glob(index.Path(dir) + ".broken-*")
+	kept, _ := filepath.Glob(datadir.IndexPath(dir) + ".broken-*")
 	if len(kept) != 1 {
 		t.Fatalf("kept aside: %v", kept)
 	}
 	if b, _ := os.ReadFile(kept[0]); !bytes.Equal(b, garbage) {
 		t.Fatalf("%s does not hold the bad file", kept[0])
 	}
-	r, err := index.OpenReader(context.Background(), index.Path(dir))
+	r, err := index.OpenReader(context.Background(), datadir.IndexPath(dir))
 	if err != nil {
 		t.Fatalf("the new index: %v", err)
 	}

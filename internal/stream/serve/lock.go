@@ -8,13 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 )
 
 // ErrLocked: another coordinator holds the data dir.
 var ErrLocked = errors.New("serve: data dir in use")
-
-// LockName is the lock file in a data dir.
-const LockName = "LOCK"
 
 // lockInfo is what the holder writes into LOCK.
 type lockInfo struct {
@@ -32,7 +31,7 @@ type Lock struct {
 // TakeLock locks dir for this process, or fails with ErrLocked naming the
 // holder.
 func TakeLock(dir string) (*Lock, error) {
-	path := filepath.Join(dir, LockName)
+	path := filepath.Join(dir, datadir.Lock)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)

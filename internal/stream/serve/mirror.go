@@ -15,6 +15,9 @@ import (
 	"github.com/logbook-agents/logbook/internal/stream/mirror"
 )
 
+// The index is what the mirror tells about durable records.
+var _ mirror.Indexer = (*index.Index)(nil)
+
 // mirrorRun is the mirror and the index running inside serve.
 type mirrorRun struct {
 	m      *mirror.Mirror

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/nats-io/nats.go"
 
-	"github.com/logbook-agents/logbook/internal/index"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
 	"github.com/logbook-agents/logbook/internal/stream/mirror"
@@ -78,7 +79,7 @@ func TestTruncatedWhileStoppedRefetched(t *testing.T) {
 		}
 		return b.Bytes()
 	}
-	path := filepath.Join(dir, index.RolloutsDir, id+index.JSONLExt)
+	path := filepath.Join(dir, datadir.Rollouts, id+datadir.JSONLExt)
 	mirrored := func(what string) {
 		t.Helper()
 		want := busLines()

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,9 +51,6 @@ type Info struct {
 	HTTPAddr    string // host:port of the HTTP listener
 	RecordLimit int    // largest record line writers accept
 }
-
-// URLFile is the file in the data dir that holds the client URL.
-const URLFile = "nats.url"
 
 // Run runs the coordinator until ctx ends, then stops cleanly: HTTP server
 // shut down, connection drained, embedded server shut down and waited for,
@@ -99,7 +98,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	url := cfg.NATSURL
 	if url == "" {
 		ns, err = stream.StartServer(stream.ServerConfig{
-			StoreDir: filepath.Join(cfg.DataDir, "nats"), Listen: cfg.NATSListen, Fsync: cfg.Fsync, Logger: log,
+			StoreDir: filepath.Join(cfg.DataDir, datadir.NATSStore), Listen: cfg.NATSListen, Fsync: cfg.Fsync, Logger: log,
 		})
 		if err != nil {
 			return err
@@ -139,7 +138,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	defer mr.stop()
-	urlFile := filepath.Join(cfg.DataDir, URLFile)
+	urlFile := datadir.URLPath(cfg.DataDir)
 	if err := writeFileAtomic(urlFile, []byte(url+"\n")); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

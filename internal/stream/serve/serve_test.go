@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -76,7 +78,7 @@ func TestServeInProcess(t *testing.T) {
 	if strings.HasSuffix(info.NATSURL, ":4222") {
 		t.Fatalf("port 0 bound the default port: %s", info.NATSURL)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, URLFile))
+	b, err := os.ReadFile(datadir.URLPath(dir))
 	if err != nil || strings.TrimSpace(string(b)) != info.NATSURL {
 		t.Fatalf("nats.url holds %q (%v), want %s", b, err, info.NATSURL)
 	}
@@ -136,7 +138,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--listen") || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("busy HTTP port: %v", err)
 	}
-	for _, name := range []string{URLFile, "nats"} {
+	for _, name := range []string{datadir.NATSURL, "nats"} {
 		if _, serr := os.Stat(filepath.Join(dir, name)); !errors.Is(serr, os.ErrNotExist) {
 			t.Fatalf("busy HTTP port left %s behind (%v)", name, serr)
 		}
@@ -160,13 +162,13 @@ func TestServeRefusesBadConfig(t *testing.T) {
 func TestServeCleanStopRemovesURL(t *testing.T) {
 	dir := t.TempDir()
 	_, stop := start(t, Config{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0"})
-	if _, err := os.Stat(filepath.Join(dir, URLFile)); err != nil {
+	if _, err := os.Stat(datadir.URLPath(dir)); err != nil {
 		t.Fatalf("serving without nats.url: %v", err)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, URLFile)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(datadir.URLPath(dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("clean stop left nats.url behind (%v)", err)
 	}
 }
