@@ -15,10 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/nats-io/nats.go"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/faults"
 	"github.com/logbook-agents/logbook/internal/index"
 	"github.com/logbook-agents/logbook/internal/rollout"

@@ -7,11 +7,10 @@ import (
 	"io"
 	"os"
 
-	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/index"
 )
 

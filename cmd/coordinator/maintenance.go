@@ -5,12 +5,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/stream/serve"
 	"github.com/logbook-agents/logbook/internal/tree/ops"
 )

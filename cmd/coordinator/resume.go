@@ -9,11 +9,10 @@ import (
 	"os/user"
 	"strings"
 
-	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/dedupe"
 	"github.com/logbook-agents/logbook/internal/reconcile"
 	"github.com/logbook-agents/logbook/internal/rollout"

@@ -12,10 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/nats-io/nats.go"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/index"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 
 	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 

@@ -7,7 +7,6 @@ import (
 	"io"
 
 	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/logbook-agents/logbook/internal/replay"
 	"github.com/logbook-agents/logbook/internal/rollout"
 )

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/logbook-agents/logbook/internal/replay"
 	"github.com/logbook-agents/logbook/internal/replay/gen"
 	"github.com/logbook-agents/logbook/internal/rollout"

@@ -12,10 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/faults"
 	"github.com/logbook-agents/logbook/internal/rollout"
 )

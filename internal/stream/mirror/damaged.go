@@ -12,10 +12,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
 )

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/stream"
 )
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/logbook-agents/logbook/internal/stream"
 )
 

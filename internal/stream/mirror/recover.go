@@ -8,10 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 

@@ -9,10 +9,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
 )

@@ -15,10 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/nats-io/nats.go"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
 )

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/logbook-agents/logbook/internal/datadir"
-
 	"github.com/logbook-agents/logbook/internal/index"
 )
 
