@@ -21,6 +21,10 @@ func TestLineageCommands(t *testing.T) {
 	r.wantCode(t, exitOK)
 	r.wantOut(t, "6 files: 4,760 records published, 0 already imported, 0 failed")
 	runCLI(t, "import", "--nats", url, "../../testdata/codex-real").wantOut(t, "0 records published, 6 already imported")
+	// The shipped examples import as a whole: each has its own thread and rollout id.
+	r = runCLI(t, "import", "--nats", url, examplesDir)
+	r.wantCode(t, exitOK)
+	r.wantOut(t, "8 files: ", "0 already imported, 0 failed")
 
 	const codex = "019c8a59-e9dd-71f0-9ae3-4079fe9726a9" // 33 turns, a compaction
 	// Fork by reference after its first turn.
