@@ -54,6 +54,14 @@ func ResendMail(ctx context.Context, bus *stream.Bus, from string, payload []byt
 // send: it is acknowledged, so it cannot block the mailbox, and not logged.
 var ErrBadMail = errors.New("dedupe: mail payload is not an inter_agent_sent")
 
+// Received is a receipt logged by ReceiveMail with what the receiver acts
+// on: the sender's body.
+type Received struct {
+	rollout.InterAgentReceived
+	Body json.RawMessage // the sender's body, as sent
+	Seq  uint64          // the message's MAIL stream sequence
+}
+
 // ReceiveMail takes up to n messages from a thread's mailbox; for each, as
 // it arrives, it logs inter_agent_received, flushes, and only then
 // acknowledges the message. A crash before the flush redelivers the message
@@ -61,8 +69,8 @@ var ErrBadMail = errors.New("dedupe: mail payload is not an inter_agent_sent")
 // it too, and the receipt is logged again (the ledger calls that
 // possibly_duplicated: the receiver may have acted twice). A message this
 // process already logged and acknowledged is only acknowledged again.
-func ReceiveMail(ctx context.Context, w *stream.Writer, mb *stream.Mailbox, n int, wait time.Duration) ([]rollout.InterAgentReceived, error) {
-	var got []rollout.InterAgentReceived
+func ReceiveMail(ctx context.Context, w *stream.Writer, mb *stream.Mailbox, n int, wait time.Duration) ([]Received, error) {
+	var got []Received
 	var bad []error
 	err := mb.Take(ctx, n, wait, func(mail *stream.Mail) error {
 		if mail.Redelivered {
@@ -84,7 +92,7 @@ func ReceiveMail(ctx context.Context, w *stream.Writer, mb *stream.Mailbox, n in
 		if err := mail.Ack(ctx); err != nil {
 			return fmt.Errorf("dedupe: ack %s: %w", s.MsgID, err)
 		}
-		got = append(got, r)
+		got = append(got, Received{InterAgentReceived: r, Body: s.Body, Seq: mail.Seq})
 		return nil
 	})
 	if err != nil {

@@ -27,6 +27,10 @@ type ResumeOptions struct {
 	Model                  string // the model the resumed session will use (warns on a change)
 	// Deliveries returns the ledger's deliveries (nil: sends are not looked at).
 	Deliveries func(ctx context.Context) ([]dedupe.Delivery, error)
+	// Lease, when set, is the thread's lease, already taken by the caller
+	// (an agent that goes on writing after its resume): Resume uses it and
+	// leaves it held. Nil: Resume takes the lease and releases it.
+	Lease *stream.Lease
 }
 
 // ResumeReport is what a resume found and wrote.
@@ -49,15 +53,22 @@ type ResumeReport struct {
 // unreceived sends and records the answers as reconciled, and re-sends only
 // what was proven never published, when asked to.
 func Resume(ctx context.Context, bus *stream.Bus, thread string, opt ResumeOptions) (*ResumeReport, error) {
-	lease, err := bus.TakeLease(ctx, thread, stream.LeaseOptions{Holder: opt.Holder})
-	var held *stream.LeaseHeldError
-	if errors.As(err, &held) {
-		return nil, fmt.Errorf("%w: %w", ErrActive, err)
+	lease := opt.Lease
+	switch {
+	case lease != nil && lease.Thread() != thread:
+		return nil, fmt.Errorf("reconcile: resume %s with the lease of %s", thread, lease.Thread())
+	case lease == nil:
+		var err error
+		lease, err = bus.TakeLease(ctx, thread, stream.LeaseOptions{Holder: opt.Holder})
+		var held *stream.LeaseHeldError
+		if errors.As(err, &held) {
+			return nil, fmt.Errorf("%w: %w", ErrActive, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer lease.Release(context.WithoutCancel(ctx))
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer lease.Release(context.WithoutCancel(ctx))
 	src, err := ops.Load(ctx, bus, thread)
 	if err != nil {
 		return nil, err

@@ -22,12 +22,13 @@ const (
 // Dial connects a client (a CLI command or a writer) to urls (comma-separated,
 // any node of a cluster) with the bounds above. A lost connection is logged
 // when it happens; once the tries are spent, the connection is closed and
-// waiting calls return at once.
-func Dial(urls, name string, log *slog.Logger) (*nats.Conn, error) {
+// waiting calls return at once. Extra options (credentials, TLS, other
+// reconnect bounds) come after these and override them.
+func Dial(urls, name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	nc, err := nats.Connect(urls,
+	opts := []nats.Option{
 		nats.Name(name),
 		nats.Timeout(ConnectTimeout),
 		nats.MaxReconnects(ReconnectTries),
@@ -46,7 +47,8 @@ func Dial(urls, name string, log *slog.Logger) (*nats.Conn, error) {
 				log.Warn("bus connection closed", "err", err)
 			}
 		}),
-	)
+	}
+	nc, err := nats.Connect(urls, append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("stream: connect to %s: %w", urls, err)
 	}

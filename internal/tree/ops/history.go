@@ -44,12 +44,41 @@ type Result struct {
 // rollout, holding the thread's lease (so it fails on an active thread), and
 // replays it.
 func Rollback(ctx context.Context, bus *stream.Bus, thread string, n int64, holder string) (*Result, error) {
-	if n < 1 {
-		return nil, fmt.Errorf("ops: rollback %d: the number of user turns must be at least 1", n)
-	}
 	src, err := Load(ctx, bus, thread)
 	if err != nil {
 		return nil, err
+	}
+	before, err := CheckRollback(src, n)
+	if err != nil {
+		return nil, err
+	}
+	lease, err := takeIdle(ctx, bus, thread, holder)
+	if err != nil {
+		return nil, err
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+	w, err := bus.OpenWriter(ctx, lease, src.Current, stream.WriterOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close(context.WithoutCancel(ctx))
+	b := rollout.Builder{Next: w.Next()}
+	if _, err := w.Append(ctx, b.RolledBack(n)); err != nil {
+		return nil, err
+	}
+	if err := w.Flush(ctx); err != nil {
+		return nil, err
+	}
+	return afterwards(ctx, bus, thread, before)
+}
+
+// CheckRollback says whether rollback n may be appended to src's thread: a
+// legacy thread this build can write, with at least n user turns in effect.
+// It returns the turns before the rollback, for afterwards.
+func CheckRollback(src *Source, n int64) ([]replay.TurnSpan, error) {
+	thread := src.Thread
+	if n < 1 {
+		return nil, fmt.Errorf("ops: rollback %d: the number of user turns must be at least 1", n)
 	}
 	if src.Meta.Mode() == rollout.HistoryPaginated {
 		return nil, fmt.Errorf("thread %s: %w", thread, ErrPaginated)
@@ -74,24 +103,7 @@ func Rollback(ctx context.Context, bus *stream.Bus, thread string, n int64, hold
 		return nil, fmt.Errorf("thread %s: %w: %d asked, %d in effect (%s); rollback %s %d takes them all out",
 			thread, ErrTooFewTurns, n, len(users), strings.Join(users, ", "), thread, len(users))
 	}
-	lease, err := takeIdle(ctx, bus, thread, holder)
-	if err != nil {
-		return nil, err
-	}
-	defer lease.Release(context.WithoutCancel(ctx))
-	w, err := bus.OpenWriter(ctx, lease, src.Current, stream.WriterOptions{})
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close(context.WithoutCancel(ctx))
-	b := rollout.Builder{Next: w.Next()}
-	if _, err := w.Append(ctx, b.RolledBack(n)); err != nil {
-		return nil, err
-	}
-	if err := w.Flush(ctx); err != nil {
-		return nil, err
-	}
-	return afterwards(ctx, bus, thread, before)
+	return before, nil
 }
 
 // takeIdle takes a thread's lease, refusing an active thread.
