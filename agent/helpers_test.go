@@ -15,6 +15,8 @@ import (
 	"github.com/logbook-agents/logbook/internal/tree/ops"
 )
 
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
 // testBus starts a real embedded JetStream set up as `coordinator serve`
 // sets it up, with a short lease TTL.
 func testBus(t *testing.T) *streamtest.Bus {
@@ -27,7 +29,7 @@ func connect(t *testing.T, b *streamtest.Bus, name string) *agent.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := agent.Connect(ctx, b.Server.ClientURL(), agent.Options{Name: name, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c, err := agent.Connect(ctx, b.Server.ClientURL(), agent.Options{Name: name, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
