@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/logbook-agents/logbook/agent"
-		"github.com/logbook-agents/logbook/internal/stream/streamtest"
+	"github.com/logbook-agents/logbook/internal/stream/streamtest"
 	"github.com/logbook-agents/logbook/internal/supervise"
 )
 
