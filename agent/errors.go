@@ -29,6 +29,9 @@ var (
 	// ErrInvalidID: an id that is not a valid Logbook id (also matches
 	// ErrInvalid where a record was refused for it). Nothing written.
 	ErrInvalidID = rollout.ErrInvalidID
+	// ErrThreadExists: StartRoot or Spawn of a thread id already on the
+	// bus (open it instead). Nothing written.
+	ErrThreadExists = errors.New("agent: thread exists")
 	// ErrClosed: the Thread was closed.
 	ErrClosed = errors.New("agent: thread closed")
 	// ErrNoTurn: a turn record outside a turn. Nothing written.

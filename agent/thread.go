@@ -97,7 +97,7 @@ func (c *Client) create(ctx context.Context, spec ThreadSpec, parent string) (*T
 		}
 	}
 	if src, err := ops.Load(ctx, c.bus, spec.ID); err == nil {
-		return nil, fmt.Errorf("agent: thread %s exists (rollout %s): open it instead: %w", spec.ID, src.Current, ErrInvalid)
+		return nil, fmt.Errorf("agent: thread %s (rollout %s): open it instead: %w", spec.ID, src.Current, ErrThreadExists)
 	} else if !errors.Is(err, ops.ErrNoThread) {
 		return nil, fmt.Errorf("agent: thread %s: %w", spec.ID, err)
 	}
@@ -177,6 +177,14 @@ func (t *Thread) Spawn(ctx context.Context, spec ThreadSpec, task Task) (*Child,
 	}
 	if task.IdempotencyKey == "" {
 		task.IdempotencyKey = "task:" + spec.ID
+	}
+	if err := t.usable(); err != nil {
+		return nil, err
+	}
+	if src, err := ops.Load(ctx, t.c.bus, spec.ID); err == nil {
+		return nil, fmt.Errorf("agent: spawn %s (rollout %s): %w", spec.ID, src.Current, ErrThreadExists)
+	} else if !errors.Is(err, ops.ErrNoThread) {
+		return nil, fmt.Errorf("agent: spawn %s: %w", spec.ID, err)
 	}
 	if err := t.append(ctx, func(b *rollout.Builder) rollout.Record {
 		return b.Event(rollout.ThreadSpawned{Type: rollout.EventThreadSpawned, ChildThreadID: spec.ID, AgentRole: spec.Role})

@@ -102,6 +102,16 @@ func (u *Turn) Item(ctx context.Context, item json.RawMessage) error {
 	return u.t.append(ctx, func(b *rollout.Builder) rollout.Record { return b.Record(rollout.TypeResponseItem, item) })
 }
 
+// Settings records new settings mid-turn (a model switch, or the
+// turn_context written again after a compaction).
+func (u *Turn) Settings(ctx context.Context, tc TurnContext) error {
+	if err := u.open(); err != nil {
+		return err
+	}
+	tc.TurnID = u.id
+	return u.t.append(ctx, func(b *rollout.Builder) rollout.Record { return b.TurnContext(tc) })
+}
+
 // World records the thread's world state: the full state, or (full false)
 // an RFC 7396 JSON merge patch onto the state in effect.
 func (u *Turn) World(ctx context.Context, full bool, state any) error {

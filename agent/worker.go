@@ -22,6 +22,9 @@ type WorkerSpec struct {
 	Capacity int
 	// Prober is given to every Open (see OpenOptions.Prober).
 	Prober Prober
+	// RetryProvenNotExecuted is given to every Open: messages the bus
+	// proved were never published are re-sent under their msg_id.
+	RetryProvenNotExecuted bool
 	// Heartbeat is how often it writes its heartbeat (default a third of
 	// the lease TTL). A worker whose heartbeat is older than the TTL is
 	// dead to the coordinator, which offers its threads to others.
@@ -136,7 +139,7 @@ type worker struct {
 // a takeover or a lost lease is returned: the worker must stop.
 func (w *worker) run(ctx context.Context, o *stream.Offered) error {
 	c := w.c
-	th, res, err := c.Open(ctx, o.Thread, OpenOptions{Prober: w.spec.Prober})
+	th, res, err := c.Open(ctx, o.Thread, OpenOptions{Prober: w.spec.Prober, RetryProvenNotExecuted: w.spec.RetryProvenNotExecuted})
 	var held *LeaseHeldError
 	switch {
 	case errors.As(err, &held):
