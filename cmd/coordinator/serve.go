@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -63,6 +64,9 @@ another configuration) or fails, 2 for a usage error.`,
 			if cfg.Replicas < 1 {
 				return fmt.Errorf("--replicas %d: want 1 or more", cfg.Replicas)
 			}
+			if cfg.LeaseTTL < time.Second {
+				return fmt.Errorf("--lease-ttl %s: want 1s or more", cfg.LeaseTTL)
+			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -90,6 +94,7 @@ another configuration) or fails, 2 for a usage error.`,
 	f.IntVar(&cfg.Replicas, "replicas", 1, "replicas of the streams and buckets (more than 1 needs --nats)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7420", "HTTP address (port 0: random)")
 	f.DurationVar(&cfg.ColdAfter, "cold-after", mirror.DefaultColdAfter, "compress a rollout's mirror file after this long idle (0s: never)")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", stream.DefaultLeaseTTL, "how long a writer's lease and a worker's heartbeat live without renewal: the longest a dead agent's thread waits for another worker (fixed when the bus is first set up)")
 	f.StringVar(&cfg.Fsync, "fsync", stream.FsyncAlways, "always: fsync before every ack; interval: every 2 minutes (see docs/DURABILITY.md)")
 	return cmd
 }
