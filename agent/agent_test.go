@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/logbook-agents/logbook/agent"
 	"github.com/logbook-agents/logbook/internal/dedupe"
 	"github.com/logbook-agents/logbook/internal/rollout"
@@ -434,6 +436,11 @@ func TestSpawnTaskAndResult(t *testing.T) {
 	}
 	if err := kid.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// A closed thread holds no mailbox consumer: the server allows 1,000 per stream.
+	js, _ := jetstream.New(b.Conn)
+	if _, err := js.Consumer(ctx, stream.StreamMail, stream.MailConsumerName("kid")); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("the child's mailbox consumer outlived its Close: %v", err)
 	}
 	result := func() string {
 		for _, r := range lineage(t, b, "root", "kid").ChildResults {

@@ -363,6 +363,11 @@ func (t *Thread) Close(ctx context.Context) error {
 	t.closed = true
 	t.mu.Unlock()
 	err := t.w.Close(ctx)
+	if t.mb != nil { // the server allows a bounded number of mailboxes: only open threads hold one
+		if merr := t.mb.Close(context.WithoutCancel(ctx)); err == nil && merr != nil {
+			err = merr
+		}
+	}
 	if rerr := t.lease.Release(context.WithoutCancel(ctx)); err == nil && rerr != nil && !errors.Is(rerr, stream.ErrLeaseLost) {
 		err = rerr
 	}

@@ -87,6 +87,10 @@ func (s *Supervisor) Sweep(ctx context.Context) error {
 		if _, ok := live[id]; ok {
 			continue
 		}
+		if beat, err := time.Parse(time.RFC3339Nano, last.Beat); err == nil && time.Since(beat) < s.bus.WorkerTTL() {
+			live[id] = last // not listed, yet its last beat is younger than the TTL: a glitch, not a death
+			continue
+		}
 		if !last.Stopped {
 			s.stats.DeadWorkers++
 			s.o.Logger.Warn("worker stopped heartbeating; its threads will be offered to others", "worker", id, "threads", len(last.Threads))
