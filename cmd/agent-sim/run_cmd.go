@@ -133,8 +133,15 @@ func runTree(ctx context.Context, cf *connFlags, p params, workers int, stderr i
 	}
 	defer nc.Close()
 	wc := &worldClient{nc: nc, timeout: 5 * time.Second}
-	if _, err := wc.ledger(ctx); err != nil {
-		return nil, fmt.Errorf("no world answers on %s (start agent-sim world): %w", cf.url, err)
+	for wait := time.Now().Add(15 * time.Second); ; { // a world started just before may not answer yet
+		_, err := wc.ledger(ctx)
+		if err == nil {
+			break
+		}
+		if time.Now().After(wait) || ctx.Err() != nil {
+			return nil, fmt.Errorf("no world answers on %s (start agent-sim world): %w", cf.url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	pl := buildPlan(p)
 	driver, err := c.StartRoot(ctx, agent.ThreadSpec{ID: "run-" + pl.root, Role: "sim-driver"})

@@ -266,3 +266,19 @@ func (b *Bus) MailWaitingThreads(ctx context.Context) ([]string, error) {
 	sort.Strings(out)
 	return out, nil
 }
+
+// ThreadKnown reports whether THREADS names a thread (a child that never
+// wrote a line has no entry, and no agent can open it).
+func (b *Bus) ThreadKnown(ctx context.Context, thread string) (bool, error) {
+	err := b.retry(ctx, "threads get", func(ctx context.Context) error {
+		_, err := b.threads.Get(ctx, thread)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("stream: THREADS entry of %s: %w", thread, err)
+	}
+	return true, nil
+}

@@ -22,6 +22,9 @@ type Supervisor struct {
 	seen map[string]stream.WorkerInfo
 	// orphans are threads of dead workers not yet offered, with the worker.
 	orphans map[string]string
+	// unknown are threads with mail and no THREADS entry (a child that
+	// never wrote a line): not offered, logged once.
+	unknown map[string]bool
 	stats   Stats
 }
 
@@ -38,7 +41,7 @@ func New(bus *stream.Bus, o Options) *Supervisor {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Supervisor{bus: bus, o: o, seen: map[string]stream.WorkerInfo{}, orphans: map[string]string{}}
+	return &Supervisor{bus: bus, o: o, seen: map[string]stream.WorkerInfo{}, orphans: map[string]string{}, unknown: map[string]bool{}}
 }
 
 // Run sweeps until ctx ends. A failed sweep is logged and retried at the
@@ -122,6 +125,17 @@ func (s *Supervisor) Sweep(ctx context.Context) error {
 		if l != nil && time.Now().Before(l.Expires) {
 			if _, orphan := s.orphans[th]; orphan && heldByLive(live, th) {
 				delete(s.orphans, th) // a live worker has it now
+			}
+			continue
+		}
+		known, err := s.bus.ThreadKnown(ctx, th)
+		if err != nil {
+			return err
+		}
+		if !known {
+			if !s.unknown[th] {
+				s.unknown[th] = true
+				s.o.Logger.Info("mail waits for a thread no agent created; not offered", "thread", th)
 			}
 			continue
 		}
