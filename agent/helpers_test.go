@@ -19,13 +19,13 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // testBus starts a real embedded JetStream set up as `coordinator serve`
 // sets it up, with a short lease TTL.
-func testBus(t *testing.T) *streamtest.Bus {
+func testBus(t testing.TB) *streamtest.Bus {
 	t.Helper()
 	return streamtest.New(t, streamtest.Options{LeaseTTL: time.Second})
 }
 
 // connect is one agent process.
-func connect(t *testing.T, b *streamtest.Bus, name string) *agent.Client {
+func connect(t testing.TB, b *streamtest.Bus, name string) *agent.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -14,7 +14,7 @@ import (
 )
 
 // supervisor runs the coordinator's supervision for the test.
-func supervisor(t *testing.T, b *streamtest.Bus) *supervise.Supervisor {
+func supervisor(t testing.TB, b *streamtest.Bus) *supervise.Supervisor {
 	t.Helper()
 	s := supervise.New(b.Connect(t), supervise.Options{Interval: 100 * time.Millisecond, Logger: quietLog})
 	ctx, cancel := context.WithCancel(context.Background())

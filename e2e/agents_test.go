@@ -45,7 +45,7 @@ type simBus struct {
 	serve, world      *child
 }
 
-func startSimBus(t *testing.T, leaseTTL string) *simBus {
+func startSimBus(t testing.TB, leaseTTL string) *simBus {
 	t.Helper()
 	coord, sim := coordinatorBin(t), agentSimBin(t)
 	dir := t.TempDir()
@@ -62,12 +62,12 @@ func startSimBus(t *testing.T, leaseTTL string) *simBus {
 	return b
 }
 
-func (b *simBus) worker(t *testing.T, id string, extra ...string) *child {
+func (b *simBus) worker(t testing.TB, id string, extra ...string) *child {
 	return startChild(t, agentSimBin(t), nil, append([]string{"worker", "--nats", b.url, "--id", id, "--capacity", "4"}, extra...)...)
 }
 
 // run runs agent-sim run and decodes its JSON summary.
-func (b *simBus) run(t *testing.T, args ...string) simSummary {
+func (b *simBus) run(t testing.TB, args ...string) simSummary {
 	t.Helper()
 	cmd := exec.Command(agentSimBin(t), append([]string{"run", "--nats", b.url, "--json", "--timeout", "3m"}, args...)...)
 	var out, errb bytes.Buffer
@@ -87,6 +87,7 @@ type simSummary struct {
 	Planned       int    `json:"planned_threads"`
 	Threads       int    `json:"threads"`
 	Turns         int    `json:"turns"`
+	Records       int64  `json:"records"`
 	SideEffects   int    `json:"side_effects"`
 	ExecutedTwice int    `json:"executed_twice"`
 	Rerequested   int    `json:"rerequested"`
@@ -99,7 +100,7 @@ type simSummary struct {
 }
 
 // coordinator runs a coordinator command and returns its stdout.
-func (b *simBus) coordinator(t *testing.T, args ...string) (string, error) {
+func (b *simBus) coordinator(t testing.TB, args ...string) (string, error) {
 	cmd := exec.Command(coordinatorBin(t), args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
