@@ -280,3 +280,38 @@ func TestZombieWorkerIsFenced(t *testing.T) {
 	}
 	b.checkAgainstTruth(t, s)
 }
+
+// TestAgentTreeOnCluster: the same tree on a three-node cluster with R3
+// streams, each worker connected to a different node, the world and the run
+// to others: the lineage equals the ground truth and nothing is left
+// unconfirmed.
+func TestAgentTreeOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-node cluster and real processes")
+	}
+	nodes := startCluster(t)
+	var urls []string
+	for _, name := range []string{"n1", "n2", "n3"} {
+		urls = append(urls, nodes[name].ClientURL())
+	}
+	dir := t.TempDir()
+	b := &simBus{data: filepath.Join(dir, "data"), ledger: filepath.Join(dir, "world.jsonl"), url: urls[0]}
+	b.serve = startChild(t, coordinatorBin(t), nil, "serve", "--data", b.data, "--nats", strings.Join(urls, ","), "--replicas", "3",
+		"--listen", "127.0.0.1:0", "--lease-ttl", "3s")
+	if !poll(60*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(b.data, "nats.url"))
+		return err == nil || b.serve.exited()
+	}) || b.serve.exited() {
+		t.Fatalf("coordinator did not start on the cluster: %v\n%s", b.serve.err, b.serve.stderr)
+	}
+	b.world = startChild(t, agentSimBin(t), nil, "world", "--nats", urls[0], "--ledger", b.ledger)
+	for i, u := range urls {
+		startChild(t, agentSimBin(t), nil, "worker", "--nats", u, "--id", fmt.Sprintf("w%d", i), "--capacity", "4")
+	}
+	b.url = urls[1]
+	s := b.run(t, "--seed", "13", "--agents", "12", "--depth", "2", "--turns", "2")
+	if s.Threads != s.Planned || s.ExecutedTwice != 0 || s.Rerequested != 0 {
+		t.Fatalf("summary %+v", s)
+	}
+	b.checkAgainstTruth(t, s)
+}
