@@ -77,7 +77,9 @@ func BenchmarkHandoff(b *testing.B) {
 			stopHeir()
 		}
 		slices.Sort(durations)
-		q := func(p float64) float64 { return durations[min(len(durations)-1, int(p*float64(len(durations))))].Seconds() }
+		q := func(p float64) float64 {
+			return durations[min(len(durations)-1, int(p*float64(len(durations))))].Seconds()
+		}
 		b.ReportMetric(q(0.5), "p50-s")
 		b.ReportMetric(q(0.99), "p99-s")
 		b.ReportMetric(ttl.Seconds(), "ttl-s")
