@@ -19,9 +19,12 @@ const (
 	NATSStore   = "nats"
 	Rollouts    = "rollouts"
 	MirrorState = "mirror.state"
-	Quarantine  = "quarantine"
-	Damaged     = "damaged" // under Quarantine
-	Index       = "index.db"
+	// MirrorEpochs is the mirror's epoch journal: each rollout's highest
+	// accepted epoch, crc-checked entries.
+	MirrorEpochs = "mirror.epochs"
+	Quarantine   = "quarantine"
+	Damaged      = "damaged" // under Quarantine
+	Index        = "index.db"
 	// JSONLExt is a plain mirror file's extension; a compressed one adds
 	// ZstExt.
 	JSONLExt = ".jsonl"

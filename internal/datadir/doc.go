@@ -11,6 +11,7 @@
 //	nats/                 the embedded server's JetStream store
 //	rollouts/             the mirror: <rollout_id>.jsonl, or .jsonl.zst once cold
 //	mirror.state          the mirror's watermark (two crc-checked slots)
+//	mirror.epochs         the mirror's epoch journal: each rollout's highest accepted epoch
 //	quarantine/           what the mirror refused, one JSONL file per kind
 //	quarantine/damaged/   mirror files set aside as damaged, each with a .reason
 //	index.db              the SQLite index (a projection: rebuilt from rollouts/)

@@ -16,7 +16,7 @@ import (
 // filepath.Join: the layout has one owner, this package.
 func TestOnlyThisPackageSpellsTheLayout(t *testing.T) {
 	names := map[string]bool{Lock: true, NATSURL: true, NATSStore: true, Rollouts: true,
-		MirrorState: true, Quarantine: true, Damaged: true, Index: true}
+		MirrorState: true, MirrorEpochs: true, Quarantine: true, Damaged: true, Index: true}
 	root := filepath.Join("..", "..")
 	checked := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {

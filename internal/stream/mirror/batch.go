@@ -105,6 +105,17 @@ func (m *Mirror) commit(msgs []jetstream.Msg) (err error) {
 			return err
 		}
 	}
+	// The epochs the batch raised, journaled before the watermark that
+	// covers them (a failed write is cut back: cleanUp).
+	raised := epochEntry{Seq: b.last, Epochs: map[string]uint64{}}
+	for id, e := range b.epochs {
+		if e > b.locked[id].epoch {
+			raised.Epochs[id] = e
+		}
+	}
+	if err := m.appendEpochs(raised); err != nil {
+		return err
+	}
 	synced := time.Now()
 	faults.Point("mirror.before-watermark")
 	m.mu.Lock()

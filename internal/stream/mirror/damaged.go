@@ -114,6 +114,13 @@ func (m *Mirror) refetch(r *ro, before int64, maxSeq uint64) (int, error) {
 		// forged packs): what the file lacked may be gone from the bus.
 		why = fmt.Sprintf("the bus holds no valid pack after ordinal %d (stream sequence %d), but messages up to sequence %d", tail.Ordinal, tail.Seq, last)
 	}
+	if epoch > r.epoch {
+		// Journaled before the lines: the packs are at or below the
+		// watermark, and a crash before the lines are in re-reads them.
+		if err := m.appendEpochs(epochEntry{Seq: maxSeq, Epochs: map[string]uint64{r.id: epoch}}); err != nil {
+			return 0, err
+		}
+	}
 	if len(buf) > 0 {
 		if err := m.appendSync(r, buf); err != nil {
 			return 0, err

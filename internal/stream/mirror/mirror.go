@@ -108,6 +108,7 @@ type Mirror struct {
 	st    Status
 	wm    state           // the watermark as last written
 	sf    *stateFile      // written only by the consumer
+	ej    *epochJournal   // written only by the consumer
 	dirty map[string]bool // rollouts for the index to catch up
 	wake  chan struct{}   // the indexer's doorbell
 	// unclean holds mirror files a failed batch wrote past their last
@@ -134,10 +135,11 @@ type ro struct {
 	// quarantine/damaged/), "" when it was not or has been rebuilt.
 	aside string
 	next  int64 // the ordinal the file expects next
-	// epoch is the highest epoch of the rollout's packs accepted since the
-	// mirror opened (stream.Tail.Follows): by a batch whose watermark was
-	// written, or re-read from below the watermark (refetch). A failed
-	// batch's packs never raise it (batch.epochs).
+	// epoch is the highest epoch of the rollout's accepted packs
+	// (stream.Tail.Follows): by a batch whose watermark was written, or
+	// re-read from below the watermark (refetch). It is loaded from the
+	// epoch journal at Open and journaled before the watermark that covers
+	// it (epochs.go). A failed batch's packs never raise it (batch.epochs).
 	epoch  uint64
 	zst    bool // only the .jsonl.zst exists
 	gen    uint64
@@ -190,6 +192,14 @@ func Open(ctx context.Context, cfg Config) (*Mirror, error) {
 	}
 	m.wm = m.sf.cur
 	m.st.Watermark = m.wm.Seq
+	epochs, err := m.loadEpochs()
+	if err != nil {
+		m.sf.close()
+		return nil, err
+	}
+	for id, e := range epochs {
+		m.ros[id] = &ro{id: id, epoch: e}
+	}
 	if m.st.QuarantineFiles, err = countQuarantine(m.qdir); err != nil {
 		m.sf.close()
 		return nil, fmt.Errorf("mirror: %w", err)
@@ -202,7 +212,20 @@ func Open(ctx context.Context, cfg Config) (*Mirror, error) {
 }
 
 // Close releases the watermark file. Call it after Run has returned.
-func (m *Mirror) Close() error { return m.sf.close() }
+func (m *Mirror) Close() error {
+	m.ej.closeFile()
+	return m.sf.close()
+}
+
+// loadEpochs opens the epoch journal (see epochJournal).
+func (m *Mirror) loadEpochs() (map[string]uint64, error) {
+	ej, epochs, err := m.openEpochs(m.wm.Seq)
+	if err != nil {
+		return nil, err
+	}
+	m.ej = ej
+	return epochs, nil
+}
 
 // SetIndex attaches the index after Open (which repairs the files the index
 // reads at its own start-up). Call it before Run.

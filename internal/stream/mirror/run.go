@@ -37,6 +37,9 @@ func (m *Mirror) Run(ctx context.Context, bus *stream.Bus) error {
 		go func() { defer wg.Done(); m.runCold(ctx) }()
 	}
 	m.bus, m.runCtx = bus, ctx
+	if !m.awaitEpochs(ctx) {
+		return nil
+	}
 	if err := m.refetchAll(ctx); err != nil && ctx.Err() == nil {
 		m.log.Error("mirror: start-up check of the mirror files against the bus failed; gaps are refilled when their rollout's next message arrives", "err", err)
 	}
@@ -68,6 +71,32 @@ func (m *Mirror) Run(ctx context.Context, bus *stream.Bus) error {
 		}
 		backoff = min(backoff*2, backoffMax)
 	}
+}
+
+// awaitEpochs rebuilds a missing or damaged epoch journal from the bus,
+// retrying with back-off while it cannot (nothing is mirrored meanwhile: a
+// batch must journal its epochs); false when ctx ends first.
+func (m *Mirror) awaitEpochs(ctx context.Context) bool {
+	backoff := 50 * time.Millisecond
+	for m.ej.rebuild {
+		err := m.rebuildEpochs(ctx)
+		if err == nil {
+			m.count(func(s *Status) { s.Err = "" })
+			break
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		m.log.Warn("mirror: cannot rebuild the epoch journal from the bus yet; retrying", "err", err, "in", backoff)
+		m.count(func(s *Status) { s.Err = err.Error() })
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	return ctx.Err() == nil
 }
 
 // checkStream compares the watermark with ROLLOUTS: it must not be past its
