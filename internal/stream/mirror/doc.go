@@ -48,7 +48,7 @@
 //     ordinal_conflict) and are skipped: that is the redelivery after a
 //     crash between an append and the watermark; a pack that adds
 //     ordinals with an epoch lower than the highest the rollout's accepted
-//     packs carried since the mirror opened is stale_epoch (the epoch half
+//     packs ever carried (kept across restarts in the epoch journal, epochs.go) is stale_epoch (the epoch half
 //     of stream.Tail.Follows, the rule writers find their tail by); a pack
 //     whose epoch is above the last lease revision issued
 //     (stream.Bus.LeaseRevision, read again only when an epoch exceeds the
