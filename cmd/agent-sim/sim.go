@@ -151,9 +151,6 @@ func (s *simAgent) handle(ctx context.Context, th *agent.Thread, res *agent.Resu
 			return err
 		}
 	}
-	if d, err = th.Deliveries(ctx); err != nil {
-		return err
-	}
 	if _, err := th.Send(ctx, agent.Outgoing{To: task.From, Kind: agent.KindResult, Body: map[string]any{"thread": th.ID(), "turns": st.Turn},
 		IdempotencyKey: "result:" + task.IdempotencyKey, InReplyTo: task.MsgID}); err != nil {
 		return err
