@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/logbook-agents/logbook/internal/replay"
+	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
 var (
@@ -170,6 +173,42 @@ func (b *simBus) checkAgainstTruth(t *testing.T, s simSummary) {
 	}
 	if out, err := b.coordinator(t, "verify", "--data", b.data); err != nil {
 		t.Errorf("verify --data: %v\n%s", err, out)
+	}
+	fastEqualsNaive(t, filepath.Join(b.data, "rollouts"))
+}
+
+// fastEqualsNaive replays every mirror file both ways: the states must be
+// equal but for the replay statistics.
+func fastEqualsNaive(t testing.TB, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		f, err := rollout.OpenFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, ferr := replay.Fast(f, replay.Options{})
+		naive, nerr := replay.Naive(f, replay.Options{})
+		if ferr != nil || nerr != nil {
+			t.Fatalf("%s: fast %v, naive %v", e.Name(), ferr, nerr)
+		}
+		fast.Replay, naive.Replay = replay.Stats{}, replay.Stats{}
+		fj, _ := json.Marshal(fast)
+		nj, _ := json.Marshal(naive)
+		if !bytes.Equal(fj, nj) {
+			t.Errorf("%s: fast replay differs from naive:\n%s\n%s", e.Name(), fj, nj)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Error("no mirror file to replay")
 	}
 }
 
