@@ -53,7 +53,7 @@ func TestImportRidesLeaderFailover(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	srv := startChild(t, bin, nil, "serve", "--data", dir, "--nats", natsURL, "--replicas", "3", "--listen", freeAddr(t))
+	srv := startChild(t, bin, nil, "serve", "--data", dir, "--nats", natsURL, "--replicas", "3", "--listen", "127.0.0.1:0")
 	if !poll(60*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(dir, "nats.url"))
 		return err == nil || srv.exited()

@@ -26,23 +26,18 @@ type testCluster struct {
 func startCluster(t *testing.T) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, nodes: map[string]*server.Server{}}
-	var routes []string
-	routePorts := make([]string, 3)
-	for i := range routePorts {
-		routePorts[i] = freePort(t)
-		routes = append(routes, "nats://127.0.0.1:"+routePorts[i])
-	}
+	// Ports are the OS's choice, read back: the first node's cluster
+	// address is the route of the other two (JetStream refuses a cluster
+	// node without routes, so the first routes to a port nobody listens on;
+	// its peers dial it).
+	seed := "nats://127.0.0.1:1"
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("n%d", i+1)
-		var port int
-		fmt.Sscan(freePort(t), &port)
-		var rport int
-		fmt.Sscan(routePorts[i], &rport)
 		opts := &server.Options{
-			ServerName: name, Host: "127.0.0.1", Port: port, NoSigs: true,
+			ServerName: name, Host: "127.0.0.1", Port: -1, NoSigs: true,
 			JetStream: true, StoreDir: t.TempDir(), MaxPayload: EmbeddedMaxPayload,
-			Cluster: server.ClusterOpts{Name: "logbook-test", Host: "127.0.0.1", Port: rport},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
+			Cluster: server.ClusterOpts{Name: "logbook-test", Host: "127.0.0.1", Port: -1},
+			Routes:  server.RoutesFromStr(seed),
 		}
 		ns, err := server.NewServer(opts)
 		if err != nil {
@@ -50,8 +45,15 @@ func startCluster(t *testing.T) *testCluster {
 		}
 		ns.SetLoggerV2(&natsLogger{quiet()}, false, false, false)
 		ns.Start()
+		if i == 0 {
+			waitFor(t, 10*time.Second, "the first node's cluster listener", func() bool { return ns.ClusterAddr() != nil })
+			seed = "nats://" + ns.ClusterAddr().String()
+		}
+		if !ns.ReadyForConnections(10 * time.Second) {
+			t.Fatalf("node %s not ready", name)
+		}
 		c.nodes[name] = ns
-		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", port))
+		c.urls = append(c.urls, ns.ClientURL())
 	}
 	t.Cleanup(func() {
 		for _, ns := range c.nodes {

@@ -145,6 +145,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// A clean stop takes its URL with it; a killed coordinator leaves it
 	// behind, and the next serve overwrites it.
 	defer os.Remove(urlFile)
+	httpFile := datadir.HTTPURLPath(cfg.DataDir)
+	if err := writeFileAtomic(httpFile, []byte("http://"+ln.Addr().String()+"\n")); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer os.Remove(httpFile)
 	// Worker supervision: runnable threads are offered to live workers.
 	sup := supervise.New(bus, supervise.Options{Logger: log})
 	supCtx, stopSup := context.WithCancel(ctx)
