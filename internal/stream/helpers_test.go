@@ -65,7 +65,6 @@ func (ts *testServer) stop() {
 
 func (ts *testServer) url() string { return "nats://" + ts.listen }
 
-
 // connect dials urls (comma-separated) and reconnects forever.
 func connect(t testing.TB, urls string) *nats.Conn {
 	t.Helper()

@@ -28,7 +28,6 @@ func quiet() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-
 // start runs the coordinator in-process until the returned stop is called.
 func start(t *testing.T, cfg Config) (Info, func() error) {
 	t.Helper()
