@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/logbook-agents/logbook/internal/natstest"
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
@@ -25,50 +26,8 @@ type testCluster struct {
 
 func startCluster(t *testing.T) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, nodes: map[string]*server.Server{}}
-	// Ports are the OS's choice, read back: the first node's cluster
-	// address is the route of the other two (JetStream refuses a cluster
-	// node without routes, so the first routes to a port nobody listens on;
-	// its peers dial it).
-	seed := "nats://127.0.0.1:1"
-	for i := 0; i < 3; i++ {
-		name := fmt.Sprintf("n%d", i+1)
-		opts := &server.Options{
-			ServerName: name, Host: "127.0.0.1", Port: -1, NoSigs: true,
-			JetStream: true, StoreDir: t.TempDir(), MaxPayload: EmbeddedMaxPayload,
-			Cluster: server.ClusterOpts{Name: "logbook-test", Host: "127.0.0.1", Port: -1},
-			Routes:  server.RoutesFromStr(seed),
-		}
-		ns, err := server.NewServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns.SetLoggerV2(&natsLogger{quiet()}, false, false, false)
-		ns.Start()
-		if i == 0 {
-			waitFor(t, 10*time.Second, "the first node's cluster listener", func() bool { return ns.ClusterAddr() != nil })
-			seed = "nats://" + ns.ClusterAddr().String()
-		}
-		if !ns.ReadyForConnections(10 * time.Second) {
-			t.Fatalf("node %s not ready", name)
-		}
-		c.nodes[name] = ns
-		c.urls = append(c.urls, ns.ClientURL())
-	}
-	t.Cleanup(func() {
-		for _, ns := range c.nodes {
-			ns.Shutdown()
-		}
-		for _, ns := range c.nodes {
-			ns.WaitForShutdown()
-		}
-	})
-	for _, ns := range c.nodes {
-		if !ns.ReadyForConnections(10 * time.Second) {
-			t.Fatal("cluster node not ready")
-		}
-	}
-	return c
+	cl := natstest.StartCluster(t, 3, EmbeddedMaxPayload)
+	return &testCluster{t: t, nodes: cl.Nodes, urls: strings.Split(cl.URLs(), ",")}
 }
 
 func (c *testCluster) url() string { return strings.Join(c.urls, ",") }
