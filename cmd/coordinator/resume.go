@@ -53,8 +53,8 @@ such; the agent may then run them again (the coordinator runs no tools).
 Needs a serving coordinator (the bus). Exit status: 0 when resumed, 1 on an
 error (the lease is still held: the old writer may be alive), 2 for a usage
 error.`,
-		Example: `  coordinator resume 01JD7...
-  coordinator resume 01JD7... --retry-proven-not-executed --json`,
+		Example: `  coordinator resume release-B
+  coordinator resume release-P --retry-proven-not-executed --json`,
 		Args: checkedArgs(cobra.ExactArgs(1), bf.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, bus, done, err := bf.open(cmd, bf.timeout)
@@ -205,7 +205,7 @@ Needs a serving coordinator (the bus) and an idle thread (its lease free).
 Exit status: 0 when recorded, 1 on an error (the id is not open, the thread is
 active), 2 for a usage error (a bad --outcome, no --evidence, not exactly one
 of --call and --msg).`,
-		Example: `  coordinator reconcile 01JD7... --call call_Ab12 --outcome executed --evidence "release 1.4.2 is live on staging"`,
+		Example: `  coordinator reconcile release-B --call call-deploy --outcome executed --evidence "release 1.4.2 is live on staging"`,
 		Args: checkedArgs(cobra.ExactArgs(1), bf.check, func() error {
 			if (rec.CallID == "") == (rec.MsgID == "") {
 				return errors.New("give exactly one of --call ID or --msg ID")

@@ -46,7 +46,7 @@ Exit status: 0 after a clean stop (SIGINT or SIGTERM), 1 when it cannot start
 another configuration) or fails, 2 for a usage error.`,
 		Example: `  coordinator serve
   coordinator serve --data /var/lib/logbook --nats-listen 127.0.0.1:0 --listen 127.0.0.1:0
-  coordinator serve --nats nats://n1:4222,nats://n2:4222,nats://n3:4222 --replicas 3`,
+  coordinator serve --nats nats://n1:4222,nats://n2:4222,nats://n3:4222 --replicas 3  # not run here: needs a 3-node cluster`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("serve takes no arguments, got %q", args)

@@ -49,7 +49,7 @@ dir or its index cannot be read or the cursor is not valid, 2 for a usage
 error.`,
 		Example: `  coordinator threads
   coordinator threads --search "login timeout" --limit 50
-  coordinator threads --json --cursor eyJ2IjoxLCJjIjoi...
+  coordinator threads --json --limit 5
   coordinator threads --data /srv/logbook --search gpt-5
   coordinator threads --rollouts ~/.codex/sessions`,
 		Args: func(cmd *cobra.Command, args []string) error {

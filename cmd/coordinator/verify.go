@@ -55,7 +55,7 @@ cannot be read (or, with --data, when the index differs from the mirror),
 2 for a usage error.`,
 		Example: `  coordinator verify testdata/examples/*.jsonl
   coordinator verify --json cold/rollout-A.jsonl.zst
-  coordinator verify --require-crc ~/.codex/sessions/2026/02/23/*.jsonl
+  coordinator verify --require-crc ~/.codex/sessions/2026/02/23/*.jsonl  # exit 1: Codex writes no crc
   coordinator verify --data ~/.logbook`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("data") {
