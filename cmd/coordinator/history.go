@@ -94,7 +94,7 @@ error, 2 for a usage error.`,
 	bf.register(cmd)
 	cmd.Flags().StringVar(&opt.BeforeTurn, "before-turn", "", "the shared history ends just before this `TURN`")
 	cmd.Flags().StringVar(&opt.AfterTurn, "after-turn", "", "the shared history ends after this `TURN`")
-	cmd.Flags().StringVar(&opt.Mode, "mode", ops.ModeCopy, "copy or reference")
+	cmd.Flags().StringVar(&opt.Mode, "mode", ops.ModeCopy, "`MODE`: copy or reference")
 	cmd.Flags().StringVar(&opt.Thread, "thread", "", "the child's thread `ID` (default: a new ULID)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd

@@ -94,7 +94,7 @@ error.`,
 	}
 	bf.register(cmd)
 	cmd.Flags().BoolVar(&retry, "retry-proven-not-executed", false, "re-send the messages proven never published (same msg_id); nothing else")
-	cmd.Flags().StringVar(&model, "model", "", "the model the resumed session will use (warns when it differs)")
+	cmd.Flags().StringVar(&model, "model", "", "the model `M` the resumed session will use (warns when it differs)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }
@@ -243,10 +243,10 @@ of --call and --msg).`,
 	}
 	bf.register(cmd)
 	cmd.Flags().StringVar(&rec.CallID, "call", "", "the call's `ID`")
-	cmd.Flags().StringVar(&rec.MsgID, "msg", "", "the message's msg_id")
-	cmd.Flags().StringVar(&rec.Outcome, "outcome", "", "executed, not_executed, duplicate or unknown (required)")
-	cmd.Flags().StringVar(&rec.Evidence, "evidence", "", "what you checked (required)")
-	cmd.Flags().StringVar(&rec.By, "by", "", "who checked (default person:$USER)")
+	cmd.Flags().StringVar(&rec.MsgID, "msg", "", "the message's msg_id (`ID`)")
+	cmd.Flags().StringVar(&rec.Outcome, "outcome", "", "`OUTCOME`: executed, not_executed, duplicate or unknown (required)")
+	cmd.Flags().StringVar(&rec.Evidence, "evidence", "", "what you checked, as `TEXT` (required)")
+	cmd.Flags().StringVar(&rec.By, "by", "", "who checked: a `NAME` (default person:$USER)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the record as JSON")
 	cmd.MarkFlagRequired("outcome")  //nolint:errcheck // the flag exists
 	cmd.MarkFlagRequired("evidence") //nolint:errcheck // the flag exists

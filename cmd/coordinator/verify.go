@@ -76,7 +76,7 @@ cannot be read (or, with --data, when the index differs from the mirror),
 	f := cmd.Flags()
 	f.BoolVar(&fl.json, "json", false, "print one JSON object per file, in an array")
 	f.BoolVar(&fl.requireCRC, "require-crc", false, "report records without a crc (lines written by other tools, e.g. Codex)")
-	f.StringVar(&fl.data, "data", "", "check the data dir DIR (its index, mirror files and bus) instead of FILEs")
+	f.StringVar(&fl.data, "data", "", "check the data dir `DIR` (its index, mirror files and bus) instead of FILEs")
 	return cmd
 }
 
