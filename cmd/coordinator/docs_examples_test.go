@@ -50,6 +50,9 @@ func TestDocExamples(t *testing.T) {
 		case ex.make:
 			t.Logf("%s: %s: a make target, not run here", ex.where, ex.line)
 			continue
+		case ex.sim:
+			t.Logf("%s: %s: agent-sim, run by e2e/agents_test.go", ex.where, ex.line)
+			continue
 		case ex.build:
 			continue // newDocEnv built it so
 		}

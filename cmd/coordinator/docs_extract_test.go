@@ -34,7 +34,8 @@ import (
 // The program is "coordinator", "./coordinator" or "bin/coordinator"; "go
 // build -o coordinator ./cmd/coordinator" is the build the test does itself;
 // a "make" target in the README is not a coordinator example (the Makefile's
-// own tests run those). Anything else is unclassified and fails the test.
+// own tests run those), nor is an agent-sim command (e2e/agents_test.go runs
+// the simulator's world, workers and runs). Anything else is unclassified and fails the test.
 
 // docExample is one command line the docs show.
 type docExample struct {
@@ -49,6 +50,7 @@ type docExample struct {
 	notRun string   // why it is only parsed ("# not run here: WHY")
 	build  bool     // the go build step
 	make   bool     // a make target (README)
+	sim    bool     // an agent-sim command (README): e2e/agents_test.go runs the simulator
 }
 
 // docSynopsis is a synopsis or an inline mention of a command line.
@@ -87,6 +89,9 @@ func parseCommand(where, line string) (docExample, error) {
 		return ex, nil
 	case "make":
 		ex.make = true
+		return ex, nil
+	case "agent-sim", "bin/agent-sim":
+		ex.sim = true
 		return ex, nil
 	case "go":
 		if strings.Join(words, " ") == "go build -o coordinator ./cmd/coordinator" {
