@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,6 +24,7 @@ type Bus struct {
 	callTimeout time.Duration
 	recordLimit int
 	log         *slog.Logger
+	gets        atomic.Int64 // ROLLOUTS messages fetched (getMsg calls)
 }
 
 // Options tune a Bus.
@@ -116,8 +118,14 @@ var errNoMsg = errors.New("stream: no message")
 // must see them. Either lastFor, or seq with nextFor ("the first message of
 // nextFor at or after seq"), or seq alone.
 func (b *Bus) getMsg(ctx context.Context, seq uint64, lastFor, nextFor string) (*storedMsg, error) {
+	b.gets.Add(1)
 	return b.getStreamMsg(ctx, StreamRollouts, seq, lastFor, nextFor)
 }
+
+// RolloutGets counts the messages of ROLLOUTS this Bus has fetched, one
+// STREAM.MSG.GET each (a read, a tail lookup, a binary-search probe):
+// tests and benchmarks read it to show what a read of a rollout cost.
+func (b *Bus) RolloutGets() int64 { return b.gets.Load() }
 
 // Tail is the last message of a rollout on the bus.
 type Tail struct {

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -68,12 +69,21 @@ func checkPackLines(p *Packed) (rollout.Record, error) {
 // stream sequence, accepted or not. The writer finds its tail with it, and
 // verify compares what it accepts with what the mirror accepted.
 func (b *Bus) ValidPacks(ctx context.Context, rolloutID string, fn func(p *Packed) error) (tail Tail, last uint64, err error) {
+	return b.ValidPacksFrom(ctx, rolloutID, Tail{}, fn)
+}
+
+// ValidPacksFrom is ValidPacks continuing after a tail already accepted
+// (from TailAt, or an earlier ValidPacks): it reads only the messages
+// stored after from.Seq and judges them by the same rule, starting from
+// from. A zero from reads the whole rollout.
+func (b *Bus) ValidPacksFrom(ctx context.Context, rolloutID string, from Tail, fn func(p *Packed) error) (tail Tail, last uint64, err error) {
 	subj := RolloutSubject(rolloutID)
+	tail, last = from, from.Seq
 	issued, err := b.LeaseRevision(ctx)
 	if err != nil {
 		return tail, last, fmt.Errorf("stream: read rollout %s: %w", rolloutID, err)
 	}
-	for seq := uint64(1); ; {
+	for seq := from.Seq + 1; ; {
 		m, err := b.getMsg(ctx, seq, "", subj)
 		if errors.Is(err, errNoMsg) {
 			return tail, last, nil
@@ -94,6 +104,80 @@ func (b *Bus) ValidPacks(ctx context.Context, rolloutID string, fn func(p *Packe
 		}
 		tail = Tail{Seq: m.Seq, Ordinal: p.Last, Epoch: p.Epoch}
 	}
+}
+
+// ErrNoTailAt: TailAt found no pack on the bus that ends at the ordinal
+// with the line asked for (the copy the caller holds is not the bus's).
+var ErrNoTailAt = errors.New("stream: no such pack on the bus")
+
+// TailAt finds the message of a rollout whose pack ends at ordinal ord with
+// exactly line as its last line (a record a mirror file ends with), checked
+// as ValidPacks checks a pack, and returns its tail: ValidPacksFrom that
+// tail then reads only what the bus holds past the copy. When ord is the
+// bus's last ordinal this is one get (the subject's last message); else a
+// binary search over stream sequences by next-message-by-subject gets, no
+// consumer. Errors wrap ErrNoTailAt when no such pack is found — the copy
+// is ahead of the bus, ends inside a pack, or differs from it — and the
+// caller must read the rollout from the start.
+func (b *Bus) TailAt(ctx context.Context, rolloutID string, ord int64, line []byte) (Tail, error) {
+	subj := RolloutSubject(rolloutID)
+	none := func(format string, a ...any) (Tail, error) {
+		return Tail{}, fmt.Errorf("%w: rollout %s ordinal %d: "+format, append([]any{ErrNoTailAt, rolloutID, ord}, a...)...)
+	}
+	issued, err := b.LeaseRevision(ctx)
+	if err != nil {
+		return Tail{}, fmt.Errorf("stream: read rollout %s: %w", rolloutID, err)
+	}
+	m, err := b.getMsg(ctx, 0, subj, "")
+	if errors.Is(err, errNoMsg) {
+		return none("the bus holds nothing of the rollout")
+	}
+	if err != nil {
+		return Tail{}, fmt.Errorf("stream: read rollout %s: %w", rolloutID, err)
+	}
+	if last, ok := lastOrdinal(m); ok && last == ord {
+		if t, err := b.packEndingAt(m, ord, line, issued); err == nil {
+			return t, nil
+		}
+		// Junk last on the subject: look for the pack itself.
+	}
+	r := &Reader{bus: b, rollout: rolloutID, from: ord}
+	seq, err := r.search(ctx, subj, m.Seq)
+	if err != nil {
+		return Tail{}, err
+	}
+	if m, err = b.getMsg(ctx, seq, "", subj); err != nil {
+		if errors.Is(err, errNoMsg) {
+			return none("no message from sequence %d", seq)
+		}
+		return Tail{}, fmt.Errorf("stream: read rollout %s: %w", rolloutID, err)
+	}
+	t, err := b.packEndingAt(m, ord, line, issued)
+	if err != nil {
+		return none("%v", err)
+	}
+	return t, nil
+}
+
+// packEndingAt checks that m is a pack ValidPacks could accept that ends at
+// ordinal ord with line.
+func (b *Bus) packEndingAt(m *storedMsg, ord int64, line []byte, issued uint64) (Tail, error) {
+	p, err := DecodePack(m.Subject, m.Seq, m.Header, m.Data)
+	switch {
+	case err != nil:
+		return Tail{}, fmt.Errorf("sequence %d: %w", m.Seq, err)
+	case p.Last != ord || !bytes.Equal(p.Lines[len(p.Lines)-1], line):
+		return Tail{}, fmt.Errorf("the pack at sequence %d (ordinals %d-%d) does not end with that line", m.Seq, p.First, p.Last)
+	case p.Epoch > issued:
+		return Tail{}, fmt.Errorf("sequence %d claims epoch %d, above any lease issued (%d)", m.Seq, p.Epoch, issued)
+	}
+	if err := b.CheckRecordSizes(p); err != nil {
+		return Tail{}, fmt.Errorf("sequence %d: %w", m.Seq, err)
+	}
+	if _, err := checkPackLines(p); err != nil {
+		return Tail{}, fmt.Errorf("sequence %d: %w", m.Seq, err)
+	}
+	return Tail{Seq: m.Seq, Ordinal: p.Last, Epoch: p.Epoch}, nil
 }
 
 // ValidTail returns a rollout's valid tail (ValidPacks), the record at it,

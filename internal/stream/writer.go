@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -115,6 +116,66 @@ func (b *Bus) OpenWriter(ctx context.Context, lease *Lease, rolloutID string, o 
 	if err != nil {
 		return nil, err
 	}
+	return b.openWriter(lease, rolloutID, KnownTail{Tail: tail, Last: last, LastSeq: lastSeq}, o)
+}
+
+// KnownTail is a rollout's valid tail as a caller has just read it by the
+// valid-tail rule (ValidPacks, ValidPacksFrom): the tail, the record at it
+// (zero for an empty rollout), and the subject's last stream sequence,
+// accepted or not, which the first publish must expect.
+type KnownTail struct {
+	Tail    Tail
+	Last    rollout.Record
+	LastSeq uint64
+}
+
+// ErrTailMoved: OpenWriterAt found records accepted past the tail the
+// caller read: the caller's view of the rollout is stale.
+var ErrTailMoved = errors.New("stream: the rollout grew past the tail read")
+
+// OpenWriterAt is OpenWriter continuing after a tail the caller has just
+// read (a resume that read the rollout once, from its mirror and the bus
+// past it), so the rollout is not read again. Fencing is not weakened: the
+// subject's last message is looked up (one get from the stream leader); if
+// anything was stored after known.LastSeq, those messages are judged by
+// the valid-tail rule from known.Tail (ValidPacksFrom), and any accepted
+// one fails the open with ErrTailMoved (read again); junk past it is
+// skipped as OpenWriter skips it. Then, as OpenWriter: a sealed tail is
+// refused, a tail of a newer epoch than the lease's is a *FencedError,
+// and every publish expects the subject's last sequence.
+func (b *Bus) OpenWriterAt(ctx context.Context, lease *Lease, rolloutID string, known KnownTail, o WriterOptions) (*Writer, error) {
+	if err := rollout.ValidateID("rollout id", rolloutID); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+	}
+	if err := lease.check(); err != nil {
+		return nil, err
+	}
+	m, err := b.getMsg(ctx, 0, RolloutSubject(rolloutID), "")
+	switch {
+	case errors.Is(err, errNoMsg):
+		if known.LastSeq != 0 {
+			return nil, fmt.Errorf("rollout %s: the bus holds no message, the tail read was at sequence %d", rolloutID, known.LastSeq)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("stream: tail of rollout %s: %w", rolloutID, err)
+	case m.Seq < known.LastSeq:
+		return nil, fmt.Errorf("rollout %s: the subject's last message is at sequence %d, the tail read was at %d", rolloutID, m.Seq, known.LastSeq)
+	case m.Seq > known.LastSeq:
+		accepted := 0
+		tail, last, err := b.ValidPacksFrom(ctx, rolloutID, known.Tail, func(*Packed) error { accepted++; return nil })
+		if err != nil {
+			return nil, err
+		}
+		if accepted > 0 {
+			return nil, fmt.Errorf("%w: rollout %s: ordinals %d-%d stored after ordinal %d", ErrTailMoved, rolloutID, known.Tail.Ordinal+1, tail.Ordinal, known.Tail.Ordinal)
+		}
+		known.LastSeq = last
+	}
+	return b.openWriter(lease, rolloutID, known, o)
+}
+
+func (b *Bus) openWriter(lease *Lease, rolloutID string, known KnownTail, o WriterOptions) (*Writer, error) {
+	tail, last := known.Tail, known.Last
 	if last.Type == rollout.TypeEventMsg && last.EventKind() == rollout.EventRolloutSealed {
 		succ, _ := rollout.LookupString(last.Payload, "successor_rollout_id")
 		return nil, fmt.Errorf("%w: rollout %s was replaced by %s (a revert); write the thread's current rollout", ErrSealed, rolloutID, succ)
@@ -126,7 +187,7 @@ func (b *Bus) OpenWriter(ctx context.Context, lease *Lease, rolloutID string, o 
 	w := &Writer{
 		bus: b, lease: lease, rollout: rolloutID, opts: o,
 		limit: b.recordLimit, packMax: MaxRecord(b.nc.MaxPayload()),
-		next: tail.Ordinal + 1, acked: tail.Ordinal, seq: lastSeq, materialized: tail.Seq > 0,
+		next: tail.Ordinal + 1, acked: tail.Ordinal, seq: known.LastSeq, materialized: tail.Seq > 0,
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), exited: make(chan struct{}),
 	}
 	w.ctx, w.abort = context.WithCancel(context.Background())
