@@ -42,8 +42,9 @@ $(TOOLS)/staticcheck:
 # Benchmarks measure and report; they assert nothing. Each writes its output
 # to bench-<part>.txt; docs/BENCHMARKS.md holds the figures, the machine and
 # how to read them. BENCH picks the parts (default all; the restart benchmark
-# builds 10k threads / 1M records and takes minutes).
-BENCH ?= replay bus index mirror restart
+# builds 10k threads / 1M records and takes minutes; agents runs HANDOFFS
+# worker deaths and a tree of AGENTS simulated agents on WORKERS workers).
+BENCH ?= replay bus index mirror restart agents
 bench:
 	@for part in $(BENCH); do case $$part in \
 	replay)  $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./internal/replay/ ;; \
@@ -52,6 +53,8 @@ bench:
 	index)   $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./internal/index/ ;; \
 	mirror)  $(GO) test -run '^$$' -bench 'MirrorLag|MirrorCatchUp' -benchtime 1x ./internal/stream/mirror/ ;; \
 	restart) $(GO) test -run '^$$' -bench Restart -benchtime 1x -timeout 60m ./e2e/ ;; \
+	agents)  $(GO) test -run '^$$' -bench Handoff -benchtime 1x -timeout 30m ./agent/ && \
+	         $(GO) test -run '^$$' -bench AgentTree -benchtime 1x -timeout 90m ./e2e/ ;; \
 	*) echo "unknown bench part $$part"; exit 2 ;; \
 	esac 2>&1 | tee $(CURDIR)/bench-$$part.txt; done
 

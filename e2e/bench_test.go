@@ -49,11 +49,13 @@ func BenchmarkRestart(b *testing.B) {
 		dir = b.TempDir()
 	}
 	bin := coordinatorBin(b)
-	natsAddr, httpAddr := freeAddr(b), freeAddr(b)
-	args := []string{"serve", "--data", dir, "--nats-listen", natsAddr, "--listen", httpAddr}
+	// The OS picks the ports at the first start; restarts take them again.
+	natsAddr, httpAddr := "127.0.0.1:0", "127.0.0.1:0"
 	start := func() (*child, time.Duration) {
 		t0 := time.Now()
-		c := startChild(b, bin, nil, args...)
+		removeAddrs(dir)
+		c := startChild(b, bin, nil, "serve", "--data", dir, "--nats-listen", natsAddr, "--listen", httpAddr)
+		natsAddr, httpAddr = boundAddrs(b, c, dir)
 		if !poll(30*time.Minute, func() bool {
 			code, _ := httpGet("http://" + httpAddr + "/healthz")
 			return code == 200 || c.exited()

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/logbook-agents/logbook/internal/natstest"
 	"github.com/logbook-agents/logbook/internal/replay/gen"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
@@ -53,7 +54,7 @@ func TestImportRidesLeaderFailover(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	srv := startChild(t, bin, nil, "serve", "--data", dir, "--nats", natsURL, "--replicas", "3", "--listen", freeAddr(t))
+	srv := startChild(t, bin, nil, "serve", "--data", dir, "--nats", natsURL, "--replicas", "3", "--listen", "127.0.0.1:0")
 	if !poll(60*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(dir, "nats.url"))
 		return err == nil || srv.exited()
@@ -139,44 +140,8 @@ func TestImportRidesLeaderFailover(t *testing.T) {
 	}
 }
 
-// startCluster starts three in-process JetStream nodes on OS-chosen ports;
-// the second and third route to the first's cluster address, read back.
+// startCluster starts three in-process JetStream nodes on OS-chosen ports.
 func startCluster(t *testing.T) map[string]*server.Server {
 	t.Helper()
-	nodes := map[string]*server.Server{}
-	var seed string
-	for i := 1; i <= 3; i++ {
-		name := fmt.Sprintf("n%d", i)
-		opts := &server.Options{
-			ServerName: name, Host: "127.0.0.1", Port: -1, NoSigs: true,
-			JetStream: true, StoreDir: t.TempDir(), MaxPayload: stream.EmbeddedMaxPayload,
-			Cluster: server.ClusterOpts{Name: "logbook-e2e", Host: "127.0.0.1", Port: -1},
-		}
-		// JetStream refuses a cluster node without routes; the first node's
-		// route leads nowhere (its peers dial it), the others' to the first.
-		route := "nats://127.0.0.1:1"
-		if seed != "" {
-			route = seed
-		}
-		opts.Routes = server.RoutesFromStr(route)
-		ns, err := server.NewServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns.Start()
-		if seed == "" {
-			if !poll(10*time.Second, func() bool { return ns.ClusterAddr() != nil }) {
-				t.Fatalf("node %s: no cluster listener", name)
-			}
-			seed = "nats://" + ns.ClusterAddr().String()
-		}
-		nodes[name] = ns
-		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	}
-	for name, ns := range nodes {
-		if !ns.ReadyForConnections(30 * time.Second) {
-			t.Fatalf("node %s not ready", name)
-		}
-	}
-	return nodes
+	return natstest.StartCluster(t, 3, stream.EmbeddedMaxPayload).Nodes
 }

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -149,14 +149,32 @@ func httpGet(url string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-func freeAddr(t testing.TB) string {
+// boundAddrs waits until the coordinator c, serving dir, has written the
+// addresses it bound (DIR/nats.url, DIR/http.url: port 0 resolved) and
+// returns them as host:port. The files must not be there from an earlier
+// run: start from a fresh dir, or remove them first (removeAddrs).
+func boundAddrs(t testing.TB, c *child, dir string) (natsAddr, httpAddr string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	read := func(name, scheme string) string {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.HasSuffix(raw, []byte("\n")) {
+			return ""
+		}
+		return strings.TrimPrefix(strings.TrimSpace(string(raw)), scheme)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	if !poll(60*time.Second, func() bool {
+		natsAddr, httpAddr = read("nats.url", "nats://"), read("http.url", "http://")
+		return natsAddr != "" && httpAddr != "" || c.exited()
+	}) || c.exited() {
+		t.Fatalf("coordinator did not write the addresses it bound: %v\n%s", c.err, c.stderr)
+	}
+	return natsAddr, httpAddr
+}
+
+// removeAddrs removes the address files a killed coordinator left behind.
+func removeAddrs(dir string) {
+	os.Remove(filepath.Join(dir, "nats.url"))
+	os.Remove(filepath.Join(dir, "http.url"))
 }
 
 // poll waits for cond with a deadline; it returns false on timeout.

@@ -69,8 +69,9 @@ func TestMirrorCrash(t *testing.T) {
 	}
 	bin := coordinatorBin(t)
 	dir := t.TempDir()
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
-	args := []string{"serve", "--data", dir, "--nats-listen", natsAddr, "--listen", httpAddr, "--cold-after", "300ms"}
+	// The OS picks the ports at the first start; restarts take the same
+	// ones again, so the writers' connections find the bus where it was.
+	args := []string{"serve", "--data", dir, "--nats-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--cold-after", "300ms"}
 
 	type plan struct {
 		point string // "" for a random kill
@@ -99,6 +100,8 @@ func TestMirrorCrash(t *testing.T) {
 		return c
 	}
 	c := startChild(t, bin, nil, args...)
+	natsAddr, httpAddr := boundAddrs(t, c, dir)
+	args = []string{"serve", "--data", dir, "--nats-listen", natsAddr, "--listen", httpAddr, "--cold-after", "300ms"}
 	waitHealthy(t, c, httpAddr, 60*time.Second)
 	url := "nats://" + natsAddr
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.ReconnectJitter(0, 0),

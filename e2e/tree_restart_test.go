@@ -28,9 +28,9 @@ func TestTreeAfterRestart(t *testing.T) {
 	}
 	bin := coordinatorBin(t)
 	dir := t.TempDir()
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
-	args := []string{"serve", "--data", dir, "--nats-listen", natsAddr, "--listen", httpAddr}
-	c := startChild(t, bin, nil, args...)
+	c := startChild(t, bin, nil, "serve", "--data", dir, "--nats-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0")
+	natsAddr, httpAddr := boundAddrs(t, c, dir)
+	args := []string{"serve", "--data", dir, "--nats-listen", natsAddr, "--listen", httpAddr} // restarts: the same ports
 	waitHealthy(t, c, httpAddr, 60*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

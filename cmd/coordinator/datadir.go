@@ -19,7 +19,7 @@ import (
 
 // addDataFlag adds --data DIR to cmd; resolveDataDir gives its default.
 func addDataFlag(cmd *cobra.Command, dir *string) {
-	cmd.Flags().StringVar(dir, "data", "", "the data dir (default $LOGBOOK_DATA, else ~/.logbook); served by a coordinator or not")
+	cmd.Flags().StringVar(dir, "data", "", "the data dir `DIR` (default $LOGBOOK_DATA, else ~/.logbook); served by a coordinator or not")
 }
 
 // resolveDataDir returns dir, or the default data dir when it is "", and

@@ -35,8 +35,9 @@ func TestExitCodesEveryCommand(t *testing.T) {
 			{"T", "--call", "c", "--outcome", "executed", "--evidence", " ", "--data", empty},
 			{"T", "--outcome", "executed", "--evidence", "e", "--data", empty},
 			{"T", "--call", "c", "--msg", "m", "--outcome", "executed", "--evidence", "e", "--data", empty}},
-		"gc":     {{"--bogus"}, {"a"}, {"--timeout", "0s", "--data", empty}},
-		"import": {{"--bogus", "d"}, {}, {"a", "b"}, {"d", "--timeout", "0s", "--data", empty}},
+		"gc":      {{"--bogus"}, {"a"}, {"--timeout", "0s", "--data", empty}},
+		"import":  {{"--bogus", "d"}, {}, {"a", "b"}, {"d", "--timeout", "0s", "--data", empty}},
+		"workers": {{"--bogus"}, {"a"}, {"--timeout", "0s", "--data", empty}},
 	}
 	// One failure at run time each (exit 1, one line on stderr).
 	runtimeCases := map[string][]string{
@@ -55,6 +56,7 @@ func TestExitCodesEveryCommand(t *testing.T) {
 		"reconcile":   {"T", "--call", "c", "--outcome", "executed", "--evidence", "e", "--data", empty},
 		"gc":          {"--data", empty},
 		"import":      {"--data", empty, tree},
+		"workers":     {"--data", empty},
 	}
 	root := newRootCmd(&bytes.Buffer{}, &bytes.Buffer{})
 	for _, c := range root.Commands() {

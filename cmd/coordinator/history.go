@@ -43,8 +43,8 @@ turn_aborted{interrupted}. A rolled-back turn is not a fork point.
 
 Needs a serving coordinator (the bus). Exit status: 0 when forked, 1 on an
 error, 2 for a usage error.`,
-		Example: `  coordinator fork 01JD7... --after-turn t2
-  coordinator fork 01JD7... --before-turn t3 --mode reference --json`,
+		Example: `  coordinator fork thread-A --after-turn fix-login
+  coordinator fork thread-R --before-turn migrate --mode reference --json`,
 		Args: checkedArgs(cobra.ExactArgs(1), bf.check, func() error {
 			if opt.Mode != ops.ModeCopy && opt.Mode != ops.ModeReference {
 				return fmt.Errorf("--mode %q: want copy or reference", opt.Mode)
@@ -94,7 +94,7 @@ error, 2 for a usage error.`,
 	bf.register(cmd)
 	cmd.Flags().StringVar(&opt.BeforeTurn, "before-turn", "", "the shared history ends just before this `TURN`")
 	cmd.Flags().StringVar(&opt.AfterTurn, "after-turn", "", "the shared history ends after this `TURN`")
-	cmd.Flags().StringVar(&opt.Mode, "mode", ops.ModeCopy, "copy or reference")
+	cmd.Flags().StringVar(&opt.Mode, "mode", ops.ModeCopy, "`MODE`: copy or reference")
 	cmd.Flags().StringVar(&opt.Thread, "thread", "", "the child's thread `ID` (default: a new ULID)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
@@ -119,7 +119,7 @@ points to revert.
 
 Needs a serving coordinator (the bus). Exit status: 0 when rolled back, 1 on
 an error (an active thread, a paginated one), 2 for a usage error.`,
-		Example: `  coordinator rollback 01JD7... 1`,
+		Example: `  coordinator rollback thread-M 1`,
 		Args: checkedArgs(func(cmd *cobra.Command, args []string) error {
 			if err := cobra.ExactArgs(2)(cmd, args); err != nil {
 				return err
@@ -180,7 +180,7 @@ Only paginated threads; a legacy thread refuses and points to rollback.
 
 Needs a serving coordinator (the bus). Exit status: 0 when reverted, 1 on an
 error (the thread moved on meanwhile: try again), 2 for a usage error.`,
-		Example: `  coordinator revert 01JD7... --before-turn t3`,
+		Example: `  coordinator revert thread-R --before-turn migrate`,
 		Args:    checkedArgs(cobra.ExactArgs(1), bf.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, bus, done, err := bf.open(cmd, bf.timeout)

@@ -30,10 +30,12 @@ A removed rollout is purged from the bus and its mirror files are deleted.
 --dry-run lists what would go and removes nothing.
 
 Needs the bus, and (without --dry-run) the data dir to itself: gc refuses
-while a coordinator serves it, since it deletes mirror files. Exit status: 0, 1 on an error, 2 for a
-usage error.`,
+while a coordinator serves it, since it deletes mirror files. An embedded
+server stops with its coordinator, so gc without --dry-run needs a NATS
+server or cluster that runs on its own (--nats URL). Exit status: 0, 1 on an
+error, 2 for a usage error.`,
 		Example: `  coordinator gc --dry-run
-  coordinator gc --data /var/lib/logbook`,
+  coordinator gc --data /var/lib/logbook --nats nats://n1:4222,nats://n2:4222,nats://n3:4222  # not run here: needs a cluster that outlives its coordinator`,
 		Args: checkedArgs(cobra.NoArgs, bf.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, bus, done, err := bf.open(cmd, bf.timeout)

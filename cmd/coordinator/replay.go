@@ -72,7 +72,7 @@ is missing, not a rollout, or damaged where it matters, 2 for a usage error.`,
 	f.BoolVar(&fl.json, "json", false, "print the state as JSON (thread_id, history, turns, dangling_calls, warnings, replay, ...)")
 	f.BoolVar(&fl.salvage, "salvage", false, "skip damage inside the dependency region with a warning instead of failing")
 	f.BoolVar(&fl.naive, "naive", false, "fold the whole log forward instead of the fast backward scan")
-	f.StringVar(&fl.model, "model", "", "the model a resume would use; warns (model_changed) when it differs from the last one in effect")
+	f.StringVar(&fl.model, "model", "", "the model `M` a resume would use; warns (model_changed) when it differs from the last one in effect")
 	f.BoolVar(&fl.full, "full", false, "list every history item and turn (default: the first 5 and the last 20)")
 	fl.src.register(cmd)
 	return cmd

@@ -53,8 +53,8 @@ such; the agent may then run them again (the coordinator runs no tools).
 Needs a serving coordinator (the bus). Exit status: 0 when resumed, 1 on an
 error (the lease is still held: the old writer may be alive), 2 for a usage
 error.`,
-		Example: `  coordinator resume 01JD7...
-  coordinator resume 01JD7... --retry-proven-not-executed --json`,
+		Example: `  coordinator resume release-B
+  coordinator resume release-P --retry-proven-not-executed --json`,
 		Args: checkedArgs(cobra.ExactArgs(1), bf.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, bus, done, err := bf.open(cmd, bf.timeout)
@@ -94,7 +94,7 @@ error.`,
 	}
 	bf.register(cmd)
 	cmd.Flags().BoolVar(&retry, "retry-proven-not-executed", false, "re-send the messages proven never published (same msg_id); nothing else")
-	cmd.Flags().StringVar(&model, "model", "", "the model the resumed session will use (warns when it differs)")
+	cmd.Flags().StringVar(&model, "model", "", "the model `M` the resumed session will use (warns when it differs)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }
@@ -205,7 +205,7 @@ Needs a serving coordinator (the bus) and an idle thread (its lease free).
 Exit status: 0 when recorded, 1 on an error (the id is not open, the thread is
 active), 2 for a usage error (a bad --outcome, no --evidence, not exactly one
 of --call and --msg).`,
-		Example: `  coordinator reconcile 01JD7... --call call_Ab12 --outcome executed --evidence "release 1.4.2 is live on staging"`,
+		Example: `  coordinator reconcile release-B --call call-deploy --outcome executed --evidence "release 1.4.2 is live on staging"`,
 		Args: checkedArgs(cobra.ExactArgs(1), bf.check, func() error {
 			if (rec.CallID == "") == (rec.MsgID == "") {
 				return errors.New("give exactly one of --call ID or --msg ID")
@@ -243,10 +243,10 @@ of --call and --msg).`,
 	}
 	bf.register(cmd)
 	cmd.Flags().StringVar(&rec.CallID, "call", "", "the call's `ID`")
-	cmd.Flags().StringVar(&rec.MsgID, "msg", "", "the message's msg_id")
-	cmd.Flags().StringVar(&rec.Outcome, "outcome", "", "executed, not_executed, duplicate or unknown (required)")
-	cmd.Flags().StringVar(&rec.Evidence, "evidence", "", "what you checked (required)")
-	cmd.Flags().StringVar(&rec.By, "by", "", "who checked (default person:$USER)")
+	cmd.Flags().StringVar(&rec.MsgID, "msg", "", "the message's msg_id (`ID`)")
+	cmd.Flags().StringVar(&rec.Outcome, "outcome", "", "`OUTCOME`: executed, not_executed, duplicate or unknown (required)")
+	cmd.Flags().StringVar(&rec.Evidence, "evidence", "", "what you checked, as `TEXT` (required)")
+	cmd.Flags().StringVar(&rec.By, "by", "", "who checked: a `NAME` (default person:$USER)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the record as JSON")
 	cmd.MarkFlagRequired("outcome")  //nolint:errcheck // the flag exists
 	cmd.MarkFlagRequired("evidence") //nolint:errcheck // the flag exists

@@ -47,7 +47,8 @@ Three kinds of command:
                           threads, show, tree, unconfirmed, reindex (not while serving),
                           verify --data (its check against the bus needs a serving coordinator)
   through the bus of a serving coordinator (DIR/nats.url, or --nats URL):
-                          serve itself; import, fork, rollback, revert, resume, reconcile, gc
+                          serve itself; import, fork, rollback, revert, resume, reconcile, gc,
+                          workers
   completion SHELL prints a shell completion script (bash, zsh, fish, powershell).
 Logbook v1 rollouts and Codex rollouts (version 0, as found under
 ~/.codex/sessions) are both read.
@@ -82,6 +83,7 @@ wrong arguments).`,
 		newReconcileCmd(),
 		newGCCmd(),
 		newImportCmd(),
+		newWorkersCmd(),
 	)
 	markRuntime(root)
 	return root

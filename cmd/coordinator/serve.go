@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -46,7 +47,7 @@ Exit status: 0 after a clean stop (SIGINT or SIGTERM), 1 when it cannot start
 another configuration) or fails, 2 for a usage error.`,
 		Example: `  coordinator serve
   coordinator serve --data /var/lib/logbook --nats-listen 127.0.0.1:0 --listen 127.0.0.1:0
-  coordinator serve --nats nats://n1:4222,nats://n2:4222,nats://n3:4222 --replicas 3`,
+  coordinator serve --nats nats://n1:4222,nats://n2:4222,nats://n3:4222 --replicas 3  # not run here: needs a 3-node cluster`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return fmt.Errorf("serve takes no arguments, got %q", args)
@@ -62,6 +63,9 @@ another configuration) or fails, 2 for a usage error.`,
 			}
 			if cfg.Replicas < 1 {
 				return fmt.Errorf("--replicas %d: want 1 or more", cfg.Replicas)
+			}
+			if cfg.LeaseTTL < time.Second {
+				return fmt.Errorf("--lease-ttl %s: want 1s or more", cfg.LeaseTTL)
 			}
 			return nil
 		},
@@ -84,13 +88,14 @@ another configuration) or fails, 2 for a usage error.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DataDir, "data", "", "data dir (default $LOGBOOK_DATA, else ~/.logbook)")
-	f.StringVar(&cfg.NATSURL, "nats", "", "use this NATS server or cluster (comma-separated URLs) instead of embedding one")
-	f.StringVar(&cfg.NATSListen, "nats-listen", "127.0.0.1:4222", "client address of the embedded server (port 0: random)")
-	f.IntVar(&cfg.Replicas, "replicas", 1, "replicas of the streams and buckets (more than 1 needs --nats)")
-	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7420", "HTTP address (port 0: random)")
-	f.DurationVar(&cfg.ColdAfter, "cold-after", mirror.DefaultColdAfter, "compress a rollout's mirror file after this long idle (0s: never)")
-	f.StringVar(&cfg.Fsync, "fsync", stream.FsyncAlways, "always: fsync before every ack; interval: every 2 minutes (see docs/DURABILITY.md)")
+	f.StringVar(&cfg.DataDir, "data", "", "data dir `DIR` (default $LOGBOOK_DATA, else ~/.logbook)")
+	f.StringVar(&cfg.NATSURL, "nats", "", "use the NATS server or cluster at `URL` (several comma-separated) instead of embedding one")
+	f.StringVar(&cfg.NATSListen, "nats-listen", "127.0.0.1:4222", "client address `HOST:PORT` of the embedded server (port 0: random)")
+	f.IntVar(&cfg.Replicas, "replicas", 1, "`N` replicas of the streams and buckets (more than 1 needs --nats)")
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7420", "HTTP address `HOST:PORT` (port 0: random)")
+	f.DurationVar(&cfg.ColdAfter, "cold-after", mirror.DefaultColdAfter, "compress a rollout's mirror file once it is idle for `D` (0s: never)")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", stream.DefaultLeaseTTL, "how long `D` a writer's lease and a worker's heartbeat live without renewal: the longest a dead agent's thread waits for another worker (fixed when the bus is first set up)")
+	f.StringVar(&cfg.Fsync, "fsync", stream.FsyncAlways, "`MODE`: always fsyncs before every ack, interval every 2 minutes (see docs/DURABILITY.md)")
 	return cmd
 }
 

@@ -49,7 +49,7 @@ dir or its index cannot be read or the cursor is not valid, 2 for a usage
 error.`,
 		Example: `  coordinator threads
   coordinator threads --search "login timeout" --limit 50
-  coordinator threads --json --cursor eyJ2IjoxLCJjIjoi...
+  coordinator threads --json --limit 5
   coordinator threads --data /srv/logbook --search gpt-5
   coordinator threads --rollouts ~/.codex/sessions`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -74,9 +74,9 @@ error.`,
 	f := cmd.Flags()
 	addDataFlag(cmd, &fl.data)
 	f.StringVar(&fl.rollouts, "rollouts", "", "list the threads of any directory of rollout files (`DIR`, recursive) instead of a data dir's index")
-	f.StringVar(&fl.search, "search", "", "keep threads whose id, title, first message, cwd or model holds every word of TEXT")
-	f.IntVar(&fl.limit, "limit", index.DefaultLimit, "threads per page (at most "+strconv.Itoa(index.MaxLimit)+")")
-	f.StringVar(&fl.cursor, "cursor", "", "the next page's cursor, as printed at the end of a page")
+	f.StringVar(&fl.search, "search", "", "keep threads whose id, title, first message, cwd or model holds every word of `TEXT`")
+	f.IntVar(&fl.limit, "limit", index.DefaultLimit, "`N` threads per page (at most "+strconv.Itoa(index.MaxLimit)+")")
+	f.StringVar(&fl.cursor, "cursor", "", "the next page's cursor `C`, as printed at the end of a page")
 	f.BoolVar(&fl.json, "json", false, `print {"threads": [...], "next_cursor": "..."}`)
 	return cmd
 }

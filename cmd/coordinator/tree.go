@@ -35,7 +35,7 @@ Exit status: 0 when the tree was built (problems in the input are reported,
 not fatal), 1 when the directory cannot be read or THREAD is not there, 2 for
 a usage error.`,
 		Example: `  coordinator tree --rollouts ~/.codex/sessions
-  coordinator tree --data /var/lib/logbook THREAD --json`,
+  coordinator tree --data /var/lib/logbook release-P --json`,
 		Args: checkedArgs(cobra.MaximumNArgs(1), src.check),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := src.build(cmd.Context())

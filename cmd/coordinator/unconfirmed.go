@@ -29,7 +29,7 @@ receipt was rolled back or reverted away). A record a fork copied counts once.
 
 Exit status: 0 whatever is found (this is a report, not a check), 1 when the
 rollouts cannot be read, 2 for a usage error.`,
-		Example: `  coordinator unconfirmed --rollouts ./rollouts
+		Example: `  coordinator unconfirmed --rollouts testdata/examples/release-tree
   coordinator unconfirmed --data /var/lib/logbook --json`,
 		Args: checkedArgs(cobra.NoArgs, src.check),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -55,7 +55,7 @@ cannot be read (or, with --data, when the index differs from the mirror),
 2 for a usage error.`,
 		Example: `  coordinator verify testdata/examples/*.jsonl
   coordinator verify --json cold/rollout-A.jsonl.zst
-  coordinator verify --require-crc ~/.codex/sessions/2026/02/23/*.jsonl
+  coordinator verify --require-crc ~/.codex/sessions/2026/02/23/*.jsonl  # exit 1: Codex writes no crc
   coordinator verify --data ~/.logbook`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("data") {
@@ -76,7 +76,7 @@ cannot be read (or, with --data, when the index differs from the mirror),
 	f := cmd.Flags()
 	f.BoolVar(&fl.json, "json", false, "print one JSON object per file, in an array")
 	f.BoolVar(&fl.requireCRC, "require-crc", false, "report records without a crc (lines written by other tools, e.g. Codex)")
-	f.StringVar(&fl.data, "data", "", "check the data dir DIR (its index, mirror files and bus) instead of FILEs")
+	f.StringVar(&fl.data, "data", "", "check the data dir `DIR` (its index, mirror files and bus) instead of FILEs")
 	return cmd
 }
 

@@ -16,6 +16,7 @@ import (
 const (
 	Lock        = "LOCK"
 	NATSURL     = "nats.url"
+	HTTPURL     = "http.url"
 	NATSStore   = "nats"
 	Rollouts    = "rollouts"
 	MirrorState = "mirror.state"
@@ -42,6 +43,10 @@ func IndexPath(dir string) string { return filepath.Join(dir, Index) }
 
 // URLPath is the file that holds the serving coordinator's NATS URL.
 func URLPath(dir string) string { return filepath.Join(dir, NATSURL) }
+
+// HTTPURLPath is the file that holds the serving coordinator's HTTP URL
+// (the address it bound, port 0 resolved).
+func HTTPURLPath(dir string) string { return filepath.Join(dir, HTTPURL) }
 
 // PlainPath is the uncompressed mirror file of a rollout (which may not
 // exist).

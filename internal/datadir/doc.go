@@ -8,6 +8,7 @@
 //
 //	LOCK                  flock held by the serving coordinator (its pid, host, start)
 //	nats.url              the embedded NATS client URL while it serves; removed on a clean stop
+//	http.url              the HTTP URL it serves /healthz and /status on (the bound address); removed on a clean stop
 //	nats/                 the embedded server's JetStream store
 //	rollouts/             the mirror: <rollout_id>.jsonl, or .jsonl.zst once cold
 //	mirror.state          the mirror's watermark (two crc-checked slots)

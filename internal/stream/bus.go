@@ -18,6 +18,7 @@ type Bus struct {
 	js          jetstream.JetStream
 	threads     jetstream.KeyValue
 	leases      jetstream.KeyValue
+	workers     jetstream.KeyValue
 	leaseTTL    time.Duration
 	callTimeout time.Duration
 	recordLimit int
@@ -58,6 +59,9 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Bus, error) {
 	}
 	if b.leases, err = js.KeyValue(ctx, BucketLeases); err != nil {
 		return nil, fmt.Errorf("stream: bucket %s: %w", BucketLeases, err)
+	}
+	if b.workers, err = js.KeyValue(ctx, BucketWorkers); err != nil {
+		return nil, fmt.Errorf("stream: bucket %s: %w (a coordinator of this version sets it up)", BucketWorkers, err)
 	}
 	st, err := b.leases.Status(ctx)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/logbook-agents/logbook/internal/natstest"
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
@@ -25,48 +26,8 @@ type testCluster struct {
 
 func startCluster(t *testing.T) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, nodes: map[string]*server.Server{}}
-	var routes []string
-	routePorts := make([]string, 3)
-	for i := range routePorts {
-		routePorts[i] = freePort(t)
-		routes = append(routes, "nats://127.0.0.1:"+routePorts[i])
-	}
-	for i := 0; i < 3; i++ {
-		name := fmt.Sprintf("n%d", i+1)
-		var port int
-		fmt.Sscan(freePort(t), &port)
-		var rport int
-		fmt.Sscan(routePorts[i], &rport)
-		opts := &server.Options{
-			ServerName: name, Host: "127.0.0.1", Port: port, NoSigs: true,
-			JetStream: true, StoreDir: t.TempDir(), MaxPayload: EmbeddedMaxPayload,
-			Cluster: server.ClusterOpts{Name: "logbook-test", Host: "127.0.0.1", Port: rport},
-			Routes:  server.RoutesFromStr(strings.Join(routes, ",")),
-		}
-		ns, err := server.NewServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns.SetLoggerV2(&natsLogger{quiet()}, false, false, false)
-		ns.Start()
-		c.nodes[name] = ns
-		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", port))
-	}
-	t.Cleanup(func() {
-		for _, ns := range c.nodes {
-			ns.Shutdown()
-		}
-		for _, ns := range c.nodes {
-			ns.WaitForShutdown()
-		}
-	})
-	for _, ns := range c.nodes {
-		if !ns.ReadyForConnections(10 * time.Second) {
-			t.Fatal("cluster node not ready")
-		}
-	}
-	return c
+	cl := natstest.StartCluster(t, 3, EmbeddedMaxPayload)
+	return &testCluster{t: t, nodes: cl.Nodes, urls: strings.Split(cl.URLs(), ",")}
 }
 
 func (c *testCluster) url() string { return strings.Join(c.urls, ",") }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -38,7 +37,7 @@ type testServer struct {
 
 func startTestServer(t *testing.T, fsync string) *testServer {
 	t.Helper()
-	ts := &testServer{t: t, dir: t.TempDir(), listen: "127.0.0.1:" + freePort(t), fsync: fsync}
+	ts := &testServer{t: t, dir: t.TempDir(), listen: "127.0.0.1:0", fsync: fsync}
 	ts.start()
 	t.Cleanup(ts.stop)
 	return ts
@@ -51,6 +50,9 @@ func (ts *testServer) start() {
 		ts.t.Fatal(err)
 	}
 	ts.ns = ns
+	// The OS picked the port at the first start; a restart takes it again,
+	// so clients reconnect to the URL they know.
+	ts.listen = ns.Addr().String()
 }
 
 func (ts *testServer) stop() {
@@ -62,17 +64,6 @@ func (ts *testServer) stop() {
 }
 
 func (ts *testServer) url() string { return "nats://" + ts.listen }
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, p, _ := net.SplitHostPort(l.Addr().String())
-	return p
-}
 
 // connect dials urls (comma-separated) and reconnects forever.
 func connect(t testing.TB, urls string) *nats.Conn {

@@ -116,6 +116,7 @@ func (b *Bus) getStreamMsg(ctx context.Context, stream string, seq uint64, lastF
 // flushes inter_agent_received before it acknowledges a message; a message
 // not acknowledged within AckWait is delivered again.
 type Mailbox struct {
+	bus    *Bus
 	thread string
 	cons   jetstream.Consumer
 	mu     sync.Mutex
@@ -140,11 +141,37 @@ func (b *Bus) Mailbox(ctx context.Context, thread string, ackWait time.Duration)
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       ackWait,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
+		// A mailbox left by a process that died is removed by the server
+		// (its messages stay in MAIL for the next mailbox).
+		InactiveThreshold: MailboxIdle,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stream: mailbox of %s: %w", thread, err)
 	}
-	return &Mailbox{thread: thread, cons: cons, acked: map[uint64]bool{}}, nil
+	return &Mailbox{thread: thread, cons: cons, acked: map[uint64]bool{}, bus: b}, nil
+}
+
+// MailboxIdle is how long a mailbox consumer nobody pulls from lives. The
+// server allows a bounded number of consumers per stream (1,000 by
+// default), so mailboxes are opened while a thread runs and deleted when it
+// closes (Mailbox.Close); this bound cleans up after processes that died.
+const MailboxIdle = 5 * time.Minute
+
+// Close deletes the mailbox's consumer. What it holds stays in MAIL (a
+// message taken and not acknowledged is delivered again to the next
+// mailbox of the thread).
+func (mb *Mailbox) Close(ctx context.Context) error {
+	err := mb.bus.retry(ctx, "delete mailbox", func(ctx context.Context) error {
+		err := mb.bus.js.DeleteConsumer(ctx, StreamMail, MailConsumerName(mb.thread))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("stream: close mailbox of %s: %w", mb.thread, err)
+	}
+	return nil
 }
 
 // Mail is one message taken from a mailbox.

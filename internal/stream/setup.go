@@ -96,12 +96,12 @@ func leasesConfig(replicas int, ttl time.Duration) jetstream.KeyValueConfig {
 // ErrConfigMismatch naming the stream and the field, and is never changed.
 func Setup(ctx context.Context, js jetstream.JetStream, cfg SetupConfig) error {
 	cfg = cfg.withDefaults()
-	for _, sc := range []jetstream.StreamConfig{RolloutsConfig(cfg.Replicas), MailConfig(cfg.Replicas)} {
+	for _, sc := range []jetstream.StreamConfig{RolloutsConfig(cfg.Replicas), MailConfig(cfg.Replicas), WorkConfig(cfg.Replicas)} {
 		if err := ensureStream(ctx, js, sc); err != nil {
 			return err
 		}
 	}
-	for _, kc := range []jetstream.KeyValueConfig{threadsConfig(cfg.Replicas), leasesConfig(cfg.Replicas, cfg.LeaseTTL)} {
+	for _, kc := range []jetstream.KeyValueConfig{threadsConfig(cfg.Replicas), leasesConfig(cfg.Replicas, cfg.LeaseTTL), workersConfig(cfg.Replicas, cfg.LeaseTTL)} {
 		if err := ensureBucket(ctx, js, kc); err != nil {
 			return err
 		}

@@ -155,55 +155,92 @@ func (w *Writer) TryAppend(r rollout.Record) (int64, error) {
 }
 
 func (w *Writer) enqueue(ctx context.Context, r rollout.Record, try bool) (int64, error) {
-	if !rollout.Persist(&r) {
-		return 0, nil
+	ords, err := w.enqueueAll(ctx, []rollout.Record{r}, try)
+	if err != nil || len(ords) == 0 {
+		return 0, err
 	}
-	p, err := prepare(r, w.limit, w.opts.Now)
-	if err != nil {
-		return 0, fmt.Errorf("rollout %s: %w", w.rollout, err)
+	return ords[0], nil
+}
+
+// AppendAll enqueues records as one unit: every one is checked first, and
+// if any is refused (too large, invalid, a wrong ordinal) none is enqueued.
+// It returns their ordinals (0 for a dropped transient event). It waits for
+// room for all of them, as Append does for one.
+func (w *Writer) AppendAll(ctx context.Context, recs ...rollout.Record) ([]int64, error) {
+	return w.enqueueAll(ctx, recs, false)
+}
+
+func (w *Writer) enqueueAll(ctx context.Context, recs []rollout.Record, try bool) ([]int64, error) {
+	ps := make([]*prepared, len(recs))
+	size, meaningful := 0, false
+	for i := range recs {
+		if !rollout.Persist(&recs[i]) {
+			continue
+		}
+		p, err := prepare(recs[i], w.limit, w.opts.Now)
+		if err != nil {
+			return nil, fmt.Errorf("rollout %s: %w", w.rollout, err)
+		}
+		ps[i] = p
+		size += p.size
+		meaningful = meaningful || p.meaningful
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for {
 		if err := w.stateLocked(); err != nil {
-			return 0, err
+			return nil, err
 		}
-		if p.meaningful {
+		if meaningful { // a deferred rollout publishes from its first meaningful record on
 			w.materializeLocked()
 		}
-		if len(w.queue) == 0 || (len(w.queue) < w.opts.QueueRecords && w.queued+p.size <= w.opts.QueueBytes) {
+		if len(w.queue) == 0 || (len(w.queue)+len(ps) <= w.opts.QueueRecords && w.queued+size <= w.opts.QueueBytes) {
 			break
 		}
 		if try {
-			return 0, fmt.Errorf("rollout %s: %w (%d records, %d bytes unacknowledged)", w.rollout, ErrQueueFull, len(w.queue), w.queued)
+			return nil, fmt.Errorf("rollout %s: %w (%d records, %d bytes unacknowledged)", w.rollout, ErrQueueFull, len(w.queue), w.queued)
 		}
 		ch := w.changed
 		w.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			w.mu.Lock()
-			return 0, fmt.Errorf("rollout %s: waiting for room in the queue: %w", w.rollout, ctx.Err())
+			return nil, fmt.Errorf("rollout %s: waiting for room in the queue: %w", w.rollout, ctx.Err())
 		case <-ch:
 		}
 		w.mu.Lock()
 	}
+	ords := make([]int64, len(ps))
+	lines := make([][]byte, len(ps))
 	ord := w.next
-	if r.Ordinal != 0 && r.Ordinal != ord {
-		return 0, fmt.Errorf("rollout %s: %w: record has ordinal %d, the next is %d", w.rollout, ErrWrongOrdinal, r.Ordinal, ord)
+	for i, p := range ps {
+		if p == nil {
+			continue
+		}
+		if recs[i].Ordinal != 0 && recs[i].Ordinal != ord {
+			return nil, fmt.Errorf("rollout %s: %w: record has ordinal %d, the next is %d", w.rollout, ErrWrongOrdinal, recs[i].Ordinal, ord)
+		}
+		if p.meta != nil && ord == 1 && (p.meta.ID != w.lease.Thread() || p.meta.Rollout() != w.rollout) {
+			return nil, fmt.Errorf("rollout %s ordinal 1: %w: canonical session_meta names thread %q rollout %q; the writer holds thread %q rollout %q",
+				w.rollout, ErrInvalidRecord, p.meta.ID, p.meta.Rollout(), w.lease.Thread(), w.rollout)
+		}
+		line := p.encode(ord)
+		if len(line) > w.limit {
+			return nil, fmt.Errorf("rollout %s ordinal %d: %w: %d bytes, the limit is %d", w.rollout, ord, ErrTooLarge, len(line), w.limit)
+		}
+		lines[i], ords[i] = line, ord
+		ord++
 	}
-	if p.meta != nil && ord == 1 && (p.meta.ID != w.lease.Thread() || p.meta.Rollout() != w.rollout) {
-		return 0, fmt.Errorf("rollout %s ordinal 1: %w: canonical session_meta names thread %q rollout %q; the writer holds thread %q rollout %q",
-			w.rollout, ErrInvalidRecord, p.meta.ID, p.meta.Rollout(), w.lease.Thread(), w.rollout)
+	for i, line := range lines {
+		if line == nil {
+			continue
+		}
+		w.queue = append(w.queue, entry{ord: ords[i], line: line})
+		w.queued += len(line)
+		w.next++
 	}
-	line := p.encode(ord)
-	if len(line) > w.limit {
-		return 0, fmt.Errorf("rollout %s ordinal %d: %w: %d bytes, the limit is %d", w.rollout, ord, ErrTooLarge, len(line), w.limit)
-	}
-	w.queue = append(w.queue, entry{ord: ord, line: line})
-	w.queued += len(line)
-	w.next++
 	w.poke()
-	return ord, nil
+	return ords, nil
 }
 
 // stateLocked is the error every call returns once the writer cannot take

@@ -352,6 +352,24 @@ func TestWriterRefusesWithNothingWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkContiguous(t, readAll(t, bus, "ro1"), 2)
+
+	// AppendAll is one unit: one refused record and none is enqueued.
+	for _, bad := range []rollout.Record{item("big", 5000), wrongOrd, badCRC} {
+		if _, err := w.AppendAll(ctx, item("a", 10), item("b", 10), bad); err == nil {
+			t.Fatalf("AppendAll with a bad record succeeded")
+		}
+		if w.Next() != 3 {
+			t.Fatalf("a refused AppendAll consumed ordinals: next %d, want 3", w.Next())
+		}
+	}
+	ords, err := w.AppendAll(ctx, item("a", 10), item("b", 10))
+	if err != nil || len(ords) != 2 || ords[0] != 3 || ords[1] != 4 {
+		t.Fatalf("AppendAll = %v, %v", ords, err)
+	}
+	if err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkContiguous(t, readAll(t, bus, "ro1"), 4)
 }
 
 func TestWriterDropsTransientEvents(t *testing.T) {

@@ -21,9 +21,9 @@
 //	                                      and its subject, headers, kind and reason
 //	DIR/quarantine/damaged/<file>.<time>  a damaged mirror file set aside, with <that>.reason
 //
-// rollouts/, quarantine/ and quarantine/damaged/ are 0700 and every file in
-// them (and mirror.state, mirror.epochs) 0600, whatever the data dir's mode or the umask:
-// transcripts are private.
+// rollouts/, quarantine/ and quarantine/damaged/ are 0700 and every file
+// in them (and mirror.state, mirror.epochs) 0600, whatever the data dir's
+// mode or the umask: transcripts are private.
 //
 // seq is the last stream sequence of ROLLOUTS mirrored: every message up to
 // it is in a mirror file or in quarantine/, durably. The rest of the data

@@ -90,9 +90,11 @@ func TestServeBinarySIGKILL(t *testing.T) {
 	}
 	bin := buildCoordinator(t)
 	dir := t.TempDir()
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	// The OS picks the ports; the restart below takes the same ones again,
+	// so the writers' connections find the bus where it was.
+	c := startChild(t, bin, "serve", "--data", dir, "--nats-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0")
+	natsAddr, httpAddr := boundAddrs(t, dir)
 	args := []string{"serve", "--data", dir, "--nats-listen", natsAddr, "--listen", httpAddr}
-	c := startChild(t, bin, args...)
 	waitHealthy(t, c, httpAddr)
 
 	// The lock: a second coordinator on the same dir fails with one line.
@@ -304,4 +306,28 @@ func httpGet(url string) (int, error) {
 	}
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// boundAddrs reads the addresses a coordinator serving dir bound, once it
+// has written them (port 0 resolved), as host:port.
+func boundAddrs(t *testing.T, dir string) (natsAddr, httpAddr string) {
+	t.Helper()
+	read := func(path, scheme string) string {
+		raw, err := os.ReadFile(path)
+		if err != nil || !bytes.HasSuffix(raw, []byte("\n")) {
+			return ""
+		}
+		return strings.TrimPrefix(strings.TrimSpace(string(raw)), scheme)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		natsAddr, httpAddr = read(datadir.URLPath(dir), "nats://"), read(datadir.HTTPURLPath(dir), "http://")
+		if natsAddr != "" && httpAddr != "" {
+			return natsAddr, httpAddr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the coordinator serving %s never wrote the addresses it bound", dir)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/stream"
 	"github.com/logbook-agents/logbook/internal/stream/mirror"
+	"github.com/logbook-agents/logbook/internal/supervise"
 	"github.com/logbook-agents/logbook/internal/tree/ops"
 )
 
@@ -144,6 +145,17 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// A clean stop takes its URL with it; a killed coordinator leaves it
 	// behind, and the next serve overwrites it.
 	defer os.Remove(urlFile)
+	httpFile := datadir.HTTPURLPath(cfg.DataDir)
+	if err := writeFileAtomic(httpFile, []byte("http://"+ln.Addr().String()+"\n")); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer os.Remove(httpFile)
+	// Worker supervision: runnable threads are offered to live workers.
+	sup := supervise.New(bus, supervise.Options{Logger: log})
+	supCtx, stopSup := context.WithCancel(ctx)
+	supDone := make(chan struct{})
+	go func() { sup.Run(supCtx); close(supDone) }()
+	defer func() { stopSup(); <-supDone }()
 	mux := health(nc, url, mr.degraded)
 	mux.HandleFunc("GET /status", mr.status)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -28,16 +28,6 @@ func quiet() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // start runs the coordinator in-process until the returned stop is called.
 func start(t *testing.T, cfg Config) (Info, func() error) {
 	t.Helper()
@@ -145,8 +135,8 @@ func TestServeRefusesBadConfig(t *testing.T) {
 
 	// --nats where nothing listens: "connection refused" within seconds,
 	// not a setup timeout a minute later.
-	nowhere := busy.Addr().String()
-	busy.Close()
+	// Port 1 (tcpmux) is privileged and unused on loopback: refused at once.
+	nowhere := "127.0.0.1:1"
 	t0 := time.Now()
 	err = Run(context.Background(), Config{DataDir: t.TempDir(), NATSURL: "nats://" + nowhere, Listen: "127.0.0.1:0", Logger: quiet()})
 	if err == nil || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "--nats") {
@@ -157,18 +147,24 @@ func TestServeRefusesBadConfig(t *testing.T) {
 	}
 }
 
-// TestServeCleanStopRemovesURL: nats.url names a live server or is absent.
+// TestServeCleanStopRemovesURL: nats.url and http.url name the addresses
+// a live coordinator bound (port 0 resolved), or are absent.
 func TestServeCleanStopRemovesURL(t *testing.T) {
 	dir := t.TempDir()
-	_, stop := start(t, Config{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0"})
-	if _, err := os.Stat(datadir.URLPath(dir)); err != nil {
-		t.Fatalf("serving without nats.url: %v", err)
+	info, stop := start(t, Config{DataDir: dir, NATSListen: "127.0.0.1:0", Listen: "127.0.0.1:0"})
+	for path, want := range map[string]string{datadir.URLPath(dir): info.NATSURL, datadir.HTTPURLPath(dir): "http://" + info.HTTPAddr} {
+		raw, err := os.ReadFile(path)
+		if err != nil || strings.TrimSpace(string(raw)) != want || strings.HasSuffix(want, ":0") {
+			t.Fatalf("%s holds %q (%v), want %q", filepath.Base(path), raw, err, want)
+		}
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(datadir.URLPath(dir)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("clean stop left nats.url behind (%v)", err)
+	for _, path := range []string{datadir.URLPath(dir), datadir.HTTPURLPath(dir)} {
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("clean stop left %s behind (%v)", filepath.Base(path), err)
+		}
 	}
 }
 

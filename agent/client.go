@@ -1,0 +1,166 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/logbook-agents/logbook/internal/stream"
+)
+
+// Options are how a Client connects. The zero value connects without
+// credentials, which a coordinator serving on loopback accepts.
+type Options struct {
+	// Name identifies this process in lease values and on the server
+	// (default agent@<host>:<pid>).
+	Name string
+
+	// Credentials: at most one of CredsFile, NKeySeedFile, Token and
+	// User/Password.
+	CredsFile    string // a .creds file (JWT and nkey seed), as the nats CLI takes
+	NKeySeedFile string // a file holding an nkey seed (SU...)
+	User         string
+	Password     string
+	Token        string
+
+	// TLS: CAFile to verify the server; CertFile and KeyFile for a client
+	// certificate. Any of them turns TLS on.
+	CAFile, CertFile, KeyFile string
+
+	// Reconnection after a lost connection: every URL is tried
+	// MaxReconnects times, ReconnectWait apart, then the connection is
+	// closed and every call waiting on it fails. Zero values take the
+	// coordinator's own bounds (10 tries, 250 ms).
+	MaxReconnects int
+	ReconnectWait time.Duration
+
+	// CallTimeout bounds one attempt of one bus call (default 5 s); the
+	// caller's context bounds the whole operation, retries included.
+	CallTimeout time.Duration
+
+	Logger *slog.Logger // nil: slog.Default()
+}
+
+// Client is a connection to a Logbook bus. It is safe for concurrent use;
+// each Thread it opens is used by one goroutine at a time.
+type Client struct {
+	nc   *nats.Conn
+	bus  *stream.Bus
+	name string
+	log  *slog.Logger
+}
+
+// Connect connects to the bus at urls (comma-separated: any nodes of a
+// cluster). The bus must have been set up by a coordinator (`coordinator
+// serve`); Connect only looks its streams and buckets up.
+func Connect(ctx context.Context, urls string, o Options) (*Client, error) {
+	if o.Name == "" {
+		host, _ := os.Hostname()
+		o.Name = fmt.Sprintf("agent@%s:%d", host, os.Getpid())
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	extra, err := o.natsOptions()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := stream.Dial(urls, o.Name, o.Logger, extra...)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	bus, err := stream.Open(ctx, nc, stream.Options{Logger: o.Logger, CallTimeout: o.CallTimeout})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return &Client{nc: nc, bus: bus, name: o.Name, log: o.Logger}, nil
+}
+
+// natsOptions turns the credentials, TLS and reconnect settings into
+// connection options.
+func (o Options) natsOptions() ([]nats.Option, error) {
+	var out []nats.Option
+	n := 0
+	if o.CredsFile != "" {
+		n++
+		out = append(out, nats.UserCredentials(o.CredsFile))
+	}
+	if o.NKeySeedFile != "" {
+		n++
+		opt, err := nats.NkeyOptionFromSeed(o.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("agent: nkey seed %s: %w", o.NKeySeedFile, err)
+		}
+		out = append(out, opt)
+	}
+	if o.Token != "" {
+		n++
+		out = append(out, nats.Token(o.Token))
+	}
+	if o.User != "" || o.Password != "" {
+		n++
+		if o.User == "" {
+			return nil, errors.New("agent: a password without a user")
+		}
+		out = append(out, nats.UserInfo(o.User, o.Password))
+	}
+	if n > 1 {
+		return nil, errors.New("agent: give one kind of credentials (creds file, nkey seed, token, or user and password)")
+	}
+	if o.CAFile != "" || o.CertFile != "" || o.KeyFile != "" {
+		cfg, err := o.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, nats.Secure(cfg))
+	}
+	if o.MaxReconnects > 0 {
+		out = append(out, nats.MaxReconnects(o.MaxReconnects))
+	}
+	if o.ReconnectWait > 0 {
+		out = append(out, nats.ReconnectWait(o.ReconnectWait))
+	}
+	return out, nil
+}
+
+func (o Options) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("agent: TLS CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("agent: TLS CA %s: no PEM certificate in it", o.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return nil, errors.New("agent: a TLS client certificate needs both CertFile and KeyFile")
+	}
+	if o.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("agent: TLS client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// Close closes the connection. Threads still open lose their leases when
+// they expire; Close them first to release them at once.
+func (c *Client) Close() { c.nc.Close() }
+
+// LeaseTTL is how long a lease lives without renewal on this bus: a
+// thread whose process dies can be opened elsewhere after at most this.
+func (c *Client) LeaseTTL() time.Duration { return c.bus.LeaseTTL() }

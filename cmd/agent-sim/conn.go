@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/logbook-agents/logbook/agent"
+)
+
+// connFlags are how a command reaches the bus, as the nats CLI takes them.
+type connFlags struct {
+	url                   string
+	creds, nkey           string
+	user, password, token string
+	ca, cert, key         string
+	verbose               bool
+}
+
+func (f *connFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.url, "nats", "", "the bus: NATS `URL` (comma-separated nodes of a cluster); required")
+	fl.StringVar(&f.creds, "creds", "", "a .creds `FILE` (JWT and nkey seed)")
+	fl.StringVar(&f.nkey, "nkey", "", "a `FILE` holding an nkey seed")
+	fl.StringVar(&f.user, "user", "", "user name")
+	fl.StringVar(&f.password, "password", "", "password")
+	fl.StringVar(&f.token, "token", "", "authentication token")
+	fl.StringVar(&f.ca, "tls-ca", "", "CA certificate `FILE` to verify the server")
+	fl.StringVar(&f.cert, "tls-cert", "", "client certificate `FILE`")
+	fl.StringVar(&f.key, "tls-key", "", "client key `FILE`")
+	fl.BoolVar(&f.verbose, "verbose", false, "log debug messages to stderr")
+}
+
+func (f *connFlags) check() error {
+	if f.url == "" {
+		return usageError{errors.New("--nats URL is required")}
+	}
+	return nil
+}
+
+func (f *connFlags) options(name string, log *slog.Logger) agent.Options {
+	return agent.Options{Name: name, CredsFile: f.creds, NKeySeedFile: f.nkey, User: f.user, Password: f.password, Token: f.token,
+		CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, Logger: log}
+}
+
+// natsConn is a plain connection (the world's request/reply) with the same
+// credentials.
+func (f *connFlags) natsConn(name string) (*nats.Conn, error) {
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	switch {
+	case f.creds != "":
+		opts = append(opts, nats.UserCredentials(f.creds))
+	case f.nkey != "":
+		o, err := nats.NkeyOptionFromSeed(f.nkey)
+		if err != nil {
+			return nil, fmt.Errorf("nkey seed %s: %w", f.nkey, err)
+		}
+		opts = append(opts, o)
+	case f.token != "":
+		opts = append(opts, nats.Token(f.token))
+	case f.user != "":
+		opts = append(opts, nats.UserInfo(f.user, f.password))
+	}
+	if f.ca != "" {
+		opts = append(opts, nats.RootCAs(f.ca))
+	}
+	if f.cert != "" || f.key != "" {
+		opts = append(opts, nats.ClientCert(f.cert, f.key))
+	}
+	nc, err := nats.Connect(f.url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the bus at %s: %w", f.url, err)
+	}
+	return nc, nil
+}
+
+// connect opens an agent client.
+func (f *connFlags) connect(ctx context.Context, name string, log *slog.Logger) (*agent.Client, error) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := agent.Connect(cctx, f.url, f.options(name, log))
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the bus at %s: %w (is a coordinator serving it?)", f.url, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,164 @@
+package supervise
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/logbook-agents/logbook/internal/stream"
+)
+
+// Options tune a Supervisor.
+type Options struct {
+	Interval time.Duration // between sweeps; default 500 ms
+	Logger   *slog.Logger
+}
+
+// Supervisor offers runnable threads to workers.
+type Supervisor struct {
+	bus *stream.Bus
+	o   Options
+	// seen is the last heartbeat of each worker the last sweep saw.
+	seen map[string]stream.WorkerInfo
+	// orphans are threads of dead workers not yet offered, with the worker.
+	orphans map[string]string
+	// unknown are threads with mail and no THREADS entry (a child that
+	// never wrote a line): not offered, logged once.
+	unknown map[string]bool
+	stats   Stats
+}
+
+// Stats count what the supervisor did.
+type Stats struct {
+	Sweeps, Offers, DeadWorkers int
+}
+
+// New returns a supervisor on bus.
+func New(bus *stream.Bus, o Options) *Supervisor {
+	if o.Interval <= 0 {
+		o.Interval = 500 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Supervisor{bus: bus, o: o, seen: map[string]stream.WorkerInfo{}, orphans: map[string]string{}, unknown: map[string]bool{}}
+}
+
+// Run sweeps until ctx ends. A failed sweep is logged and retried at the
+// next interval; Run returns only ctx's error.
+func (s *Supervisor) Run(ctx context.Context) error {
+	t := time.NewTicker(s.o.Interval)
+	defer t.Stop()
+	failing := false
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 10*s.o.Interval+10*time.Second)
+		err := s.Sweep(sctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && !failing:
+			s.o.Logger.Warn("supervisor sweep failed; retrying", "err", err)
+			failing = true
+		case err == nil && failing:
+			s.o.Logger.Info("supervisor sweeps again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Stats returns what the supervisor did so far.
+func (s *Supervisor) Stats() Stats { return s.stats }
+
+// Sweep looks once for runnable threads and offers them.
+func (s *Supervisor) Sweep(ctx context.Context) error {
+	s.stats.Sweeps++
+	workers, err := s.bus.Workers(ctx)
+	if err != nil {
+		return err
+	}
+	live := make(map[string]stream.WorkerInfo, len(workers))
+	for _, w := range workers {
+		live[w.ID] = w
+	}
+	for id, last := range s.seen {
+		if _, ok := live[id]; ok {
+			continue
+		}
+		if beat, err := time.Parse(time.RFC3339Nano, last.Beat); err == nil && time.Since(beat) < s.bus.WorkerTTL() {
+			live[id] = last // not listed, yet its last beat is younger than the TTL: a glitch, not a death
+			continue
+		}
+		if !last.Stopped {
+			s.stats.DeadWorkers++
+			s.o.Logger.Warn("worker stopped heartbeating; its threads will be offered to others", "worker", id, "threads", len(last.Threads))
+			for _, th := range last.Threads {
+				s.orphans[th] = id
+			}
+		}
+	}
+	s.seen = live
+
+	mail, err := s.bus.MailWaitingThreads(ctx)
+	if err != nil {
+		return err
+	}
+	candidates := map[string]string{}
+	for th := range s.orphans {
+		candidates[th] = stream.OfferWorkerDied
+	}
+	for _, th := range mail {
+		if _, ok := candidates[th]; !ok {
+			candidates[th] = stream.OfferMail
+		}
+	}
+	for th, reason := range candidates {
+		l, err := s.bus.ReadLease(ctx, th)
+		if err != nil {
+			return err
+		}
+		if l != nil && time.Now().Before(l.Expires) {
+			if _, orphan := s.orphans[th]; orphan && heldByLive(live, th) {
+				delete(s.orphans, th) // a live worker has it now
+			}
+			continue
+		}
+		known, err := s.bus.ThreadKnown(ctx, th)
+		if err != nil {
+			return err
+		}
+		if !known {
+			if !s.unknown[th] {
+				s.unknown[th] = true
+				s.o.Logger.Info("mail waits for a thread no agent created; not offered", "thread", th)
+			}
+			continue
+		}
+		offered, err := s.bus.Offer(ctx, th, reason)
+		if err != nil {
+			return err
+		}
+		delete(s.orphans, th)
+		if offered {
+			s.stats.Offers++
+			s.o.Logger.Debug("offered", "thread", th, "reason", reason)
+		}
+	}
+	return nil
+}
+
+func heldByLive(live map[string]stream.WorkerInfo, thread string) bool {
+	for _, w := range live {
+		for _, th := range w.Threads {
+			if th == thread {
+				return true
+			}
+		}
+	}
+	return false
+}
