@@ -9,41 +9,47 @@ import (
 	"time"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
+	"github.com/logbook-agents/logbook/internal/unprivtest"
 )
 
 // TestLoadDirSkipsWhatIsNoFile: a FIFO, /dev/zero, a dangling symlink, a
 // symlink loop and an unreadable sub-directory are skipped with a warning
-// each; the real rollout beside them is read, and LoadDir returns.
+// each; the real rollout beside them is read, and LoadDir returns. Root
+// reads a 0000 directory anyway: as root the check runs as an
+// unprivileged user (internal/unprivtest), and fails if it cannot.
 func TestLoadDirSkipsWhatIsNoFile(t *testing.T) {
-	dir := t.TempDir()
-	var b rollout.Builder
-	good := b.Meta(rollout.SessionMeta{ID: "W", RolloutID: "rW", Source: rollout.Source{Kind: "sim"}, Cwd: "/"})
-	if err := os.WriteFile(filepath.Join(dir, "rW.jsonl"), good.Encode(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.jsonl"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for name, target := range map[string]string{"zero.jsonl": "/dev/zero", "dangling.jsonl": "nowhere", "loop.jsonl": "loop.jsonl"} {
-		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := 4
-	if os.Geteuid() != 0 { // root reads a 0000 directory anyway
+	unprivtest.Run(t, func(t *testing.T, dir string) string {
+		var b rollout.Builder
+		good := b.Meta(rollout.SessionMeta{ID: "W", RolloutID: "rW", Source: rollout.Source{Kind: "sim"}, Cwd: "/"})
 		locked := filepath.Join(dir, "locked")
 		if err := os.Mkdir(locked, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(locked, "x.jsonl"), good.Encode(), 0o600); err != nil {
+		for _, p := range []string{filepath.Join(dir, "rW.jsonl"), filepath.Join(locked, "x.jsonl")} {
+			if err := os.WriteFile(p, good.Encode(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			unprivtest.Chown(t, p)
+		}
+		if err := syscall.Mkfifo(filepath.Join(dir, "fifo.jsonl"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		for name, target := range map[string]string{"zero.jsonl": "/dev/zero", "dangling.jsonl": "nowhere", "loop.jsonl": "loop.jsonl"} {
+			if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		unprivtest.Chown(t, locked)
 		if err := os.Chmod(locked, 0); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { os.Chmod(locked, 0o700) })
-		want++
-	}
+		return dir
+	}, func(t *testing.T, dir string) {
+		checkSkipped(t, dir)
+	})
+}
+
+func checkSkipped(t *testing.T, dir string) {
 	type result struct {
 		c   *Corpus
 		err error
@@ -62,12 +68,18 @@ func TestLoadDirSkipsWhatIsNoFile(t *testing.T) {
 	if len(r.c.Rollouts) != 1 || r.c.Rollouts["rW"] == nil {
 		t.Errorf("rollouts %v", r.c.Rollouts)
 	}
+	const want = 5 // fifo, zero, dangling, loop, locked/
 	if len(r.c.Warnings) != want {
 		t.Fatalf("warnings (want %d):\n%s", want, strings.Join(r.c.Warnings, "\n"))
 	}
+	locked := false
 	for _, w := range r.c.Warnings {
 		if !strings.HasPrefix(w, "skipping "+dir) || strings.Contains(w, "\n") {
 			t.Errorf("warning %q", w)
 		}
+		locked = locked || strings.HasPrefix(w, "skipping "+filepath.Join(dir, "locked")+": permission denied")
+	}
+	if !locked {
+		t.Errorf("no warning says the locked directory cannot be read:\n%s", strings.Join(r.c.Warnings, "\n"))
 	}
 }

@@ -15,13 +15,15 @@
 //	DIR/mirror.state                      the watermark: two slots 4096 bytes apart,
 //	                                      each "<crc> <json>\n", the JSON
 //	                                      {"version":1,"gen":G,"seq":N,"stream_created":T,...}
+//	DIR/mirror.epochs                     the epoch journal: lines "<crc> <json>\n", the JSON
+//	                                      {"seq":N,"epochs":{"<rollout_id>":E,...}} (epochs.go)
 //	DIR/quarantine/<seq>.msg, <seq>.json  a refused message: its payload byte for byte,
 //	                                      and its subject, headers, kind and reason
 //	DIR/quarantine/damaged/<file>.<time>  a damaged mirror file set aside, with <that>.reason
 //
-// rollouts/, quarantine/ and quarantine/damaged/ are 0700 and every file in
-// them (and mirror.state) 0600, whatever the data dir's mode or the umask:
-// transcripts are private.
+// rollouts/, quarantine/ and quarantine/damaged/ are 0700 and every file
+// in them (and mirror.state, mirror.epochs) 0600, whatever the data dir's
+// mode or the umask: transcripts are private.
 //
 // seq is the last stream sequence of ROLLOUTS mirrored: every message up to
 // it is in a mirror file or in quarantine/, durably. The rest of the data
@@ -48,8 +50,8 @@
 //     ordinal_conflict) and are skipped: that is the redelivery after a
 //     crash between an append and the watermark; a pack that adds
 //     ordinals with an epoch lower than the highest the rollout's accepted
-//     packs ever carried (kept across restarts in the epoch journal, epochs.go) is stale_epoch (the epoch half
-//     of stream.Tail.Follows, the rule writers find their tail by); a pack
+//     packs ever carried (the epoch journal below) is stale_epoch (the epoch
+//     half of stream.Tail.Follows, the rule writers find their tail by); a pack
 //     whose epoch is above the last lease revision issued
 //     (stream.Bus.LeaseRevision, read again only when an epoch exceeds the
 //     last value read) is future_epoch, so one forged epoch cannot fence a
@@ -58,8 +60,9 @@
 //  3. append the remaining lines to the file in one write.
 //
 // Then, once per batch: fsync every mirror file and quarantine file it
-// wrote, all at once (and rollouts/ when a file was created), write the
-// watermark, and only then tell the index to catch up the rollouts it
+// wrote, all at once (and rollouts/ when a file was created), append the
+// rollouts whose highest accepted epoch it raised to the epoch journal and
+// fsync it, write the watermark, and only then tell the index to catch up the rollouts it
 // touched. The watermark write goes to the slot that does not hold the
 // current watermark (gen % 2) and is fdatasynced; a reader takes the valid
 // slot (its crc, CRC-32C of the JSON, matches) with the higher gen, so a
@@ -70,14 +73,33 @@
 // them stale against their successors in the same batch), and the consumer
 // starts again from the watermark.
 //
+// # Epochs
+//
+// The lines of a mirror file do not carry the epoch of the pack they came
+// in, so the highest accepted epoch of each rollout is kept in
+// mirror.epochs, through FS: a batch's entry (seq = its last sequence) is
+// fsynced before its watermark, a re-read from the bus (refetch) journals
+// its epoch at the watermark before its lines. Open folds the entries
+// (the highest E per rollout), cuts off an unterminated last entry and the
+// entries past the watermark (a batch that never wrote it), and compacts a
+// journal with many more entries than rollouts. A damaged journal (a crc
+// mismatch, an entry that does not parse, an entry below the watermark
+// after one past it) is set aside into quarantine/damaged/ with its
+// reason; it, or a missing journal with a watermark above 0, is rebuilt
+// from the bus by the valid-tail rule (stream.Bus.ValidPacks: the epoch of
+// the last pack accepted at or below the watermark, for every mirror
+// file) before Run consumes anything, retried while the bus cannot answer.
+// It is never taken as empty.
+//
 // # Write and fsync errors
 //
 // Errors are sticky per file. After a failed write or fsync the kernel may
 // hold the lines in its page cache only, and report the next fsync clean;
 // a retry that found them "already mirrored" would write a watermark over
 // data that never reached the disk. So a failed batch cuts every mirror
-// file it opened back to the size it had when the batch opened it (the
-// size the last watermark vouched for) and fsyncs it; a file that cannot be
+// file it opened (and the epoch journal, when its entry failed) back to
+// the size it had when the batch opened it (the size the last watermark
+// vouched for) and fsyncs it; a file that cannot be
 // cut back is remembered, and no batch runs (no watermark is written) until
 // it is. The retry then writes the lines again. The mirror files go through
 // FS, the one seam to the file system (the OS's by default; tests inject

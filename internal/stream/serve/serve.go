@@ -256,7 +256,8 @@ func health(nc *nats.Conn, url string, degraded func() string) *http.ServeMux {
 }
 
 // writeFileAtomic writes path by temp file, fsync, rename and directory
-// fsync: readers see the old content or the new, never a mix.
+// fsync: readers see the old content or the new, never a mix. The file is
+// 0600, as every file of the data dir (docs/CLI.md).
 func writeFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
@@ -275,7 +276,7 @@ func writeFileAtomic(path string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
+	if err := os.Chmod(f.Name(), 0o600); err != nil {
 		return err
 	}
 	if err := os.Rename(f.Name(), path); err != nil {
