@@ -209,7 +209,7 @@ func (noProber) Probe(context.Context, Question) (Answer, error) {
 // busMail looks sends up on the bus; it reads each receiver once per resume.
 type busMail struct {
 	bus   *stream.Bus
-	dir   string // the data dir whose mirror the receivers are read from ("" : the bus)
+	dir   string                 // the data dir whose mirror the receivers are read from ("" : the bus)
 	views map[string]rollout.Log // receiver thread -> its current view; nil: never wrote a line
 }
 
