@@ -33,10 +33,10 @@ type ReadStats struct {
 	BusGets int64 `json:"bus_gets"`
 	// MirrorBases counts the history_base rollouts read from their mirror
 	// files instead of the bus.
-	MirrorBases int `json:"mirror_bases,omitempty"`
+	MirrorBases int `json:"mirror_bases"`
 	// Fallback says why a rollout was read from the bus from its start
 	// although a data dir was given; "" when none was.
-	Fallback string `json:"fallback,omitempty"`
+	Fallback string `json:"fallback"`
 }
 
 func (s *ReadStats) fallback(why string) {
