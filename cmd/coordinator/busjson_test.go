@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
+	"github.com/logbook-agents/logbook/internal/stream/mirror/mirrortest"
 	"github.com/logbook-agents/logbook/internal/stream/streamtest"
 )
 
@@ -192,4 +194,41 @@ func TestResumeWithoutATerminal(t *testing.T) {
 	if got := records(t, tb.Bus, "rN"); got != before+1 {
 		t.Errorf("%d records after three resumes, want %d: the later ones learned nothing", got, before+1)
 	}
+}
+
+// TestResumeReadsTheMirror: with --data naming a mirror that holds the
+// thread, resume replays the mirror file and reads from the bus only what
+// it appends; the text says so, and --json's read counts it. A data dir
+// with no mirror file of the thread reads the bus, and says why.
+func TestResumeReadsTheMirror(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a bus")
+	}
+	tb := streamtest.New(t, streamtest.Options{})
+	dir := t.TempDir()
+	bus := []string{"--nats", tb.Server.ClientURL(), "--data", dir}
+	turns := func(b *rollout.Builder) []rollout.Record {
+		var recs []rollout.Record
+		for i := range 50 {
+			id := fmt.Sprintf("t%d", i)
+			recs = append(recs, b.TaskStarted(id), b.UserMessage("go "+id), b.Message("assistant", "did "+id), b.TaskComplete(id))
+		}
+		return append(recs, b.TaskStarted("t-last"), b.UserMessage("crash here"))
+	}
+	writeThread(t, tb.Bus, "M", "rM", "", turns)
+	mirrortest.Sync(t, tb.Bus, dir)
+	n := records(t, tb.Bus, "rM")
+
+	var res resumeDoc
+	r := runCLI(t, append([]string{"resume", "--json", "M"}, bus...)...)
+	r.wantCode(t, exitOK)
+	strictJSON(t, "resume --json", r.stdout, &res)
+	if res.Appended != 1 || res.Read.MirrorOrdinal != n || res.Read.BusRecords != 1 || res.Read.Fallback != "" {
+		t.Errorf("resume from the mirror: appended %d, read %+v; want ordinals 1-%d from the mirror, 1 record from the bus", res.Appended, res.Read, n)
+	}
+
+	writeThread(t, tb.Bus, "U", "rU", "", turns) // after the mirror stopped
+	r = runCLI(t, append([]string{"resume", "U"}, bus...)...)
+	r.wantCode(t, exitOK)
+	r.wantOut(t, fmt.Sprintf("Read %d records from the bus", n+1), "Not from the mirror: no mirror file of rollout rU.")
 }

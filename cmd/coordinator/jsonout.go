@@ -112,12 +112,13 @@ type resumeJSON struct {
 	Resent       []string         `json:"resent"`
 	Appended     int              `json:"appended"`
 	Unresolved   []unresolvedJSON `json:"unresolved"`
+	Read         ops.ReadStats    `json:"read"`
 	State        json.RawMessage  `json:"state"`
 }
 
 func resumeOf(rep *reconcile.ResumeReport) (resumeJSON, error) {
 	out := resumeJSON{ThreadID: rep.Thread, RolloutID: rep.Rollout, AbortedTurn: rep.Aborted, UnknownCalls: []callJSON{},
-		Findings: []findingJSON{}, Resent: nonNil(rep.Resent), Appended: rep.Appended, Unresolved: []unresolvedJSON{}}
+		Findings: []findingJSON{}, Resent: nonNil(rep.Resent), Appended: rep.Appended, Unresolved: []unresolvedJSON{}, Read: rep.Read}
 	if rep.Plan != nil {
 		for _, c := range rep.Plan.Unknown {
 			out.UnknownCalls = append(out.UnknownCalls, callOf(c))

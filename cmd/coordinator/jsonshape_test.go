@@ -84,7 +84,16 @@ type resumeDoc struct {
 	Resent       []string        `json:"resent"`
 	Appended     int             `json:"appended"`
 	Unresolved   []unresolvedDoc `json:"unresolved"`
+	Read         readDoc         `json:"read"`
 	State        *stateDoc       `json:"state"`
+}
+
+type readDoc struct {
+	MirrorOrdinal int64  `json:"mirror_ordinal"`
+	BusRecords    int64  `json:"bus_records"`
+	BusGets       int64  `json:"bus_gets"`
+	MirrorBases   int    `json:"mirror_bases"`
+	Fallback      string `json:"fallback"`
 }
 
 type reconcileDoc struct {

@@ -33,7 +33,9 @@ what was in flight when it stopped. It never re-executes a call or re-sends a
 message on its own.
 
 It only runs once the thread's lease has expired (the old writer is gone),
-then:
+then reads the thread once: from the data dir's mirror files as far as they
+go, and from the bus only the records past them (the whole rollout from the
+bus when there is no mirror file, or it is damaged or not the bus's). Then:
   - a turn that started and never ended becomes turn_aborted{stale_after_crash};
   - every call with no recorded result is listed as unknown (not failed, not
     pending: its effect may have happened);
@@ -76,6 +78,7 @@ error.`,
 				Deliveries: func(ctx context.Context) ([]dedupe.Delivery, error) {
 					return deliveriesFor(ctx, bus, &bf, thread)
 				},
+				DataDir: mirrorDir(&bf),
 			}
 			rep, err := reconcile.Resume(ctx, bus, thread, opt)
 			if err != nil {
@@ -97,6 +100,23 @@ error.`,
 	cmd.Flags().StringVar(&model, "model", "", "the model `M` the resumed session will use (warns when it differs)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
+}
+
+// mirrorDir is the data dir whose mirror a resume replays from: the one
+// that names the bus (no --nats), or the one --data names explicitly; ""
+// when it has no mirror (the bus is read from the start).
+func mirrorDir(bf *busFlags) string {
+	if bf.natsURL != "" && bf.data == "" {
+		return "" // the default data dir may mirror another bus
+	}
+	dir, err := bf.dataDir()
+	if err != nil {
+		return ""
+	}
+	if st, err := os.Stat(datadir.RolloutsDir(dir)); err != nil || !st.IsDir() {
+		return ""
+	}
+	return dir
 }
 
 // deliveriesFor is the ledger a resume needs: the mirror's, when this data
@@ -174,11 +194,30 @@ func renderResume(w io.Writer, rep *reconcile.ResumeReport) {
 	for _, m := range rep.Resent {
 		fmt.Fprintf(w, "Re-sent %s under its original msg_id (proven never published).\n", m)
 	}
+	fmt.Fprintln(w, readLine(rep.Read))
 	fmt.Fprintln(w)
 	summarize(w, rep.State)
 	for _, warn := range rep.State.Warnings {
 		fmt.Fprintf(w, "warning %s: %s\n", warn.Code, warn.Message)
 	}
+}
+
+// readLine says where the resume read the thread from.
+func readLine(r ops.ReadStats) string {
+	var line string
+	if r.MirrorOrdinal > 0 {
+		line = fmt.Sprintf("Read ordinals 1-%d from the mirror and %s from the bus", r.MirrorOrdinal, plural(int(r.BusRecords), "record", "records"))
+	} else {
+		line = fmt.Sprintf("Read %s from the bus", plural(int(r.BusRecords), "record", "records"))
+	}
+	if r.MirrorBases > 0 {
+		line += fmt.Sprintf(" (%s from the mirror)", plural(r.MirrorBases, "base rollout", "base rollouts"))
+	}
+	line += fmt.Sprintf(", %s.", plural(int(r.BusGets), "message get", "message gets"))
+	if r.Fallback != "" {
+		line += " Not from the mirror: " + r.Fallback + "."
+	}
+	return line
 }
 
 func newReconcileCmd() *cobra.Command {

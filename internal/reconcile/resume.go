@@ -31,6 +31,11 @@ type ResumeOptions struct {
 	// (an agent that goes on writing after its resume): Resume uses it and
 	// leaves it held. Nil: Resume takes the lease and releases it.
 	Lease *stream.Lease
+	// DataDir is a data dir whose mirror was written from this bus: the
+	// thread's rollouts are replayed from their mirror files and only what
+	// the bus holds past them is read (ops.LoadView). "" reads every
+	// rollout from the bus from its start.
+	DataDir string
 }
 
 // ResumeReport is what a resume found and wrote.
@@ -45,6 +50,14 @@ type ResumeReport struct {
 	Appended int      // records appended: the abort and Recorded
 	Resent   []string // msg_ids re-sent
 	State    *replay.State
+	// Read says what the resume read of the thread and from where: the
+	// mirror's share, and the records and messages read from the bus
+	// (those it appended and read back included).
+	Read ops.ReadStats
+	// Tail is the current rollout's valid tail after the resume: a caller
+	// that goes on writing under its own lease (ResumeOptions.Lease) opens
+	// its writer there (stream.Bus.OpenWriterAt) without reading it again.
+	Tail stream.KnownTail
 }
 
 // Resume prepares a crashed thread to continue: it takes the thread's lease
@@ -69,11 +82,7 @@ func Resume(ctx context.Context, bus *stream.Bus, thread string, opt ResumeOptio
 		}
 		defer lease.Release(context.WithoutCancel(ctx))
 	}
-	src, err := ops.Load(ctx, bus, thread)
-	if err != nil {
-		return nil, err
-	}
-	st, err := replay.Fast(src.View, replay.Options{Model: opt.Model})
+	src, st, err := load(ctx, bus, thread, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -88,19 +97,26 @@ func Resume(ctx context.Context, bus *stream.Bus, thread string, opt ResumeOptio
 		return nil, err
 	}
 	rep := &ResumeReport{Thread: thread, Rollout: src.Current, Plan: plan}
+	defer func() { rep.Read, rep.Tail = src.Read, src.Known }()
 	pr := opt.Prober
 	if pr == nil {
 		pr = noProber{}
 	}
-	if rep.Findings, err = plan.Probe(ctx, pr, &busMail{bus: bus, views: map[string]rollout.Log{}}); err != nil {
+	if rep.Findings, err = plan.Probe(ctx, pr, &busMail{bus: bus, dir: opt.DataDir, views: map[string]rollout.Log{}}); err != nil {
 		return nil, err
 	}
 
-	if rep.Recorded, err = Fresh(src.View, rep.Findings); err != nil {
+	if rep.Recorded, err = Fresh(src.Log, rep.Findings); err != nil {
 		return nil, err
 	}
 	if plan.StaleTurn != nil || len(rep.Recorded) > 0 { // a resume that learned nothing writes nothing
-		w, err := bus.OpenWriter(ctx, lease, src.Current, stream.WriterOptions{})
+		// The writer continues at the tail this resume read: the rollout
+		// is not read again (OpenWriterAt still checks that nothing was
+		// accepted past it, or the plan was made on a stale log).
+		w, err := bus.OpenWriterAt(ctx, lease, src.Current, src.Known, stream.WriterOptions{})
+		if errors.Is(err, stream.ErrTailMoved) {
+			return nil, fmt.Errorf("reconcile: thread %s changed while it was resumed (an old writer's last publish landed?); resume again: %w", thread, err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +145,7 @@ func Resume(ctx context.Context, bus *stream.Bus, thread string, opt ResumeOptio
 			if f.Question.MsgID == "" || f.Answer.Outcome != rollout.OutcomeNotExecuted || f.Answer.By != "probe:mail" {
 				continue
 			}
-			payload, err := sentPayload(src.View, f.Question.MsgID)
+			payload, err := sentPayload(src.Log, f.Question.MsgID)
 			if err != nil {
 				return rep, err
 			}
@@ -139,12 +155,48 @@ func Resume(ctx context.Context, bus *stream.Bus, thread string, opt ResumeOptio
 			rep.Resent = append(rep.Resent, f.Question.MsgID)
 		}
 	}
-	after, err := ops.Load(ctx, bus, thread)
+	// The state after: the view read once, with what the bus accepted
+	// since (the records just appended) read back and folded in.
+	n, err := src.Extend(ctx, bus)
 	if err != nil {
 		return rep, err
 	}
-	rep.State, err = replay.Fast(after.View, replay.Options{Model: opt.Model})
+	rep.State = st
+	if n > 0 {
+		rep.State, err = replay.Fast(src.Log, replay.Options{Model: opt.Model})
+	}
 	return rep, err
+}
+
+// load reads the thread once (ops.LoadView: from the mirror where it holds
+// it, the bus past that) and replays it by the fast path. A mirror file that
+// turns out damaged inside what the replay reads (a corrupt line, a crc
+// mismatch) is not trusted: the thread is read again from the bus alone.
+func load(ctx context.Context, bus *stream.Bus, thread string, opt ResumeOptions) (*ops.View, *replay.State, error) {
+	src, err := ops.LoadView(ctx, bus, thread, ops.ViewOptions{DataDir: opt.DataDir})
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := replay.Fast(src.Log, replay.Options{Model: opt.Model})
+	mirrored := src.Read.MirrorOrdinal > 0 || src.Read.MirrorBases > 0
+	if !mirrored || ctx.Err() != nil || (err == nil && st.Replay.CorruptLines == 0) {
+		return src, st, err
+	}
+	why := "the mirror's copy is damaged"
+	if err != nil {
+		why += ": " + err.Error()
+	} else {
+		why += fmt.Sprintf(": %d corrupt lines", st.Replay.CorruptLines)
+	}
+	first := src.Read
+	if src, err = ops.LoadView(ctx, bus, thread, ops.ViewOptions{}); err != nil {
+		return nil, nil, err
+	}
+	src.Read.BusRecords += first.BusRecords
+	src.Read.BusGets += first.BusGets
+	src.Read.Fallback = why
+	st, err = replay.Fast(src.Log, replay.Options{Model: opt.Model})
+	return src, st, err
 }
 
 // noProber asks nobody: no answer, nothing recorded.
@@ -157,6 +209,7 @@ func (noProber) Probe(context.Context, Question) (Answer, error) {
 // busMail looks sends up on the bus; it reads each receiver once per resume.
 type busMail struct {
 	bus   *stream.Bus
+	dir   string                 // the data dir whose mirror the receivers are read from ("" : the bus)
 	views map[string]rollout.Log // receiver thread -> its current view; nil: never wrote a line
 }
 
@@ -164,17 +217,18 @@ func (m *busMail) Pending(ctx context.Context, to, msgID string) (bool, error) {
 	return m.bus.MailPending(ctx, to, msgID)
 }
 
-// Received reads the receiver's current view from the bus for a receipt.
+// Received reads the receiver's current view for a receipt: from its mirror
+// files and the bus past them (ops.LoadView).
 func (m *busMail) Received(ctx context.Context, to, msgID string) (bool, error) {
 	view, ok := m.views[to]
 	if !ok {
-		src, err := ops.Load(ctx, m.bus, to)
+		src, err := ops.LoadView(ctx, m.bus, to, ops.ViewOptions{DataDir: m.dir})
 		switch {
 		case errors.Is(err, ops.ErrNoThread): // the receiver never wrote a line
 		case err != nil:
 			return false, err
 		default:
-			view = src.View
+			view = src.Log
 		}
 		m.views[to] = view
 	}

@@ -37,37 +37,11 @@ func Load(ctx context.Context, bus *stream.Bus, thread string) (*Source, error) 
 	if err := rollout.ValidateID("thread id", thread); err != nil {
 		return nil, err
 	}
-	s := &Source{Thread: thread, Corpus: tree.NewCorpus()}
-	e, err := bus.Threads().Get(ctx, thread)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-		s.Current = thread // a Codex-style rollout named like its thread
-	case err != nil:
-		return nil, fmt.Errorf("ops: THREADS %s: %w", thread, err)
-	default:
-		s.Current, s.Pointer, s.PointerRev = string(e.Value()), string(e.Value()), e.Revision()
+	ptr, err := resolve(ctx, bus, thread)
+	if err != nil {
+		return nil, err
 	}
-	for hops := 0; ; hops++ {
-		last, tail, err := bus.LastRecord(ctx, s.Current)
-		if err != nil {
-			return nil, err
-		}
-		if tail.Seq == 0 {
-			if s.PointerRev == 0 {
-				return nil, fmt.Errorf("%w: %s (no THREADS entry and no rollout of that name)", ErrNoThread, thread)
-			}
-			return nil, fmt.Errorf("ops: thread %s points at rollout %s, which the bus does not hold", thread, s.Current)
-		}
-		s.Tail = tail
-		if last.Type != rollout.TypeEventMsg || last.EventKind() != rollout.EventRolloutSealed || hops > 64 {
-			break
-		}
-		succ, _ := rollout.LookupString(last.Payload, "successor_rollout_id")
-		if succ == "" {
-			break
-		}
-		s.Current = succ
-	}
+	s := &Source{Thread: thread, Corpus: tree.NewCorpus(), Current: ptr.current, Pointer: ptr.pointer, PointerRev: ptr.rev, Tail: ptr.tail}
 	if err := s.addFromBus(ctx, bus, s.Current, 0); err != nil {
 		return nil, err
 	}
@@ -78,6 +52,53 @@ func Load(ctx context.Context, bus *stream.Bus, thread string) (*Source, error) 
 	s.Meta = r.Meta
 	s.View, s.leaves, err = s.Corpus.View(s.Current)
 	return s, err
+}
+
+// pointer is where a thread's current rollout was found.
+type pointer struct {
+	current, pointer string
+	rev              uint64 // the THREADS entry's revision (0: no entry)
+	tail             stream.Tail
+}
+
+// resolve finds a thread's current rollout: THREADS names it (else the
+// rollout named like the thread), and rollout_sealed successors are
+// followed past a pointer not yet switched. One get per rollout on the way.
+func resolve(ctx context.Context, bus *stream.Bus, thread string) (*pointer, error) {
+	if err := rollout.ValidateID("thread id", thread); err != nil {
+		return nil, err
+	}
+	p := &pointer{}
+	e, err := bus.Threads().Get(ctx, thread)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		p.current = thread // a Codex-style rollout named like its thread
+	case err != nil:
+		return nil, fmt.Errorf("ops: THREADS %s: %w", thread, err)
+	default:
+		p.current, p.pointer, p.rev = string(e.Value()), string(e.Value()), e.Revision()
+	}
+	for hops := 0; ; hops++ {
+		last, tail, err := bus.LastRecord(ctx, p.current)
+		if err != nil {
+			return nil, err
+		}
+		if tail.Seq == 0 {
+			if p.rev == 0 {
+				return nil, fmt.Errorf("%w: %s (no THREADS entry and no rollout of that name)", ErrNoThread, thread)
+			}
+			return nil, fmt.Errorf("ops: thread %s points at rollout %s, which the bus does not hold", thread, p.current)
+		}
+		p.tail = tail
+		if last.Type != rollout.TypeEventMsg || last.EventKind() != rollout.EventRolloutSealed || hops > 64 {
+			return p, nil
+		}
+		succ, _ := rollout.LookupString(last.Payload, "successor_rollout_id")
+		if succ == "" {
+			return p, nil
+		}
+		p.current = succ
+	}
 }
 
 // addFromBus reads a rollout (and its bases) from the bus into the corpus.
