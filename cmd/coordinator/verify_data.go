@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/index"
 	"github.com/logbook-agents/logbook/internal/rollout"
