@@ -78,11 +78,19 @@ func TestImportRidesLeaderFailover(t *testing.T) {
 		return s.CachedInfo()
 	}
 
+	impURL := natsURL
+	if os.Getenv("XFO_URL") == "leader" {
+		impURL = nodes[info().Cluster.Leader].ClientURL()
+	}
+	at := uint64(50)
+	if v := os.Getenv("XFO_AT"); v != "" {
+		fmt.Sscan(v, &at)
+	}
 	start := time.Now()
-	imp := startChild(t, bin, nil, "import", "--nats", natsURL, "--timeout", "50s", src)
+	imp := startChild(t, bin, nil, "import", "--nats", impURL, "--timeout", "50s", src)
 	if !poll(30*time.Second, func() bool {
 		i := info()
-		return imp.exited() || (i != nil && i.State.Msgs >= 50)
+		return imp.exited() || (i != nil && i.State.Msgs >= at)
 	}) {
 		t.Fatalf("import published nothing\n%s", imp.stderr)
 	}
@@ -107,6 +115,9 @@ func TestImportRidesLeaderFailover(t *testing.T) {
 		t.Fatalf("import: %v\n%s", imp.err, imp.stderr)
 	}
 	t.Logf("import done in %v", time.Since(start).Round(time.Millisecond))
+	if os.Getenv("XFO_LOG") != "" {
+		t.Logf("import stderr:\n%s", imp.stderr)
+	}
 
 	// Every rollout is on the bus under the new leader.
 	var subjects int
@@ -137,6 +148,9 @@ func TestImportRidesLeaderFailover(t *testing.T) {
 		return err == nil
 	}) {
 		t.Fatalf("verify --data after the failover never passed:\n%s\ncoordinator:\n%s", out, srv.stderr)
+	}
+	if os.Getenv("XFO_LOG") != "" {
+		t.Logf("verify passed %v after start; serve stderr:\n%s", time.Since(start).Round(time.Millisecond), srv.stderr)
 	}
 }
 

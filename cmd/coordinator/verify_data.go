@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/index"
 	"github.com/logbook-agents/logbook/internal/rollout"
@@ -62,7 +60,7 @@ func openDataBus(ctx context.Context, dir string) (*stream.Bus, func(), string) 
 		return nil, nil, fmt.Sprintf("not checked: %s has no %s (no coordinator is serving it)", dir, datadir.NATSURL)
 	}
 	url := strings.TrimSpace(string(b))
-	nc, err := nats.Connect(url, nats.Timeout(2*time.Second), nats.Name("logbook-verify"))
+	nc, err := stream.Dial(url, "logbook-verify", slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, nil, fmt.Sprintf("not checked: the bus at %s is not reachable (%v); is a coordinator serving %s?", url, err, dir)
 	}

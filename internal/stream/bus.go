@@ -22,9 +22,11 @@ type Bus struct {
 	workers     jetstream.KeyValue
 	leaseTTL    time.Duration
 	callTimeout time.Duration
-	recordLimit int
-	log         *slog.Logger
-	gets        atomic.Int64 // ROLLOUTS messages fetched (getMsg calls)
+	// unavailableAfter bounds one call's retries (DefaultUnavailableAfter).
+	unavailableAfter time.Duration
+	recordLimit      int
+	log              *slog.Logger
+	gets             atomic.Int64 // ROLLOUTS messages fetched (getMsg calls)
 }
 
 // Options tune a Bus.
@@ -37,33 +39,50 @@ type Options struct {
 	// DefaultCallTimeout. Transient failures are retried within the
 	// caller's context, which bounds the whole operation.
 	CallTimeout time.Duration
-	Logger      *slog.Logger // nil: slog.Default()
+	// UnavailableAfter bounds how long one call retries transient failures
+	// before it fails with ErrBusUnavailable, whatever the caller's
+	// deadline; 0 means four call timeouts (DefaultUnavailableAfter, 20 s,
+	// with the default call timeout).
+	UnavailableAfter time.Duration
+	Logger           *slog.Logger // nil: slog.Default()
 }
 
-// Open binds to the streams and buckets on nc's server.
+// Open binds to the streams and buckets on nc's server. Its calls are
+// bounded and retried like every bus call.
 func Open(ctx context.Context, nc *nats.Conn, o Options) (*Bus, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
 	}
-	b := &Bus{nc: nc, js: js, log: o.Logger, callTimeout: o.CallTimeout}
+	b := &Bus{nc: nc, js: js, log: o.Logger, callTimeout: o.CallTimeout, unavailableAfter: o.UnavailableAfter}
 	if b.callTimeout <= 0 {
 		b.callTimeout = DefaultCallTimeout
+	}
+	if b.unavailableAfter <= 0 {
+		b.unavailableAfter = unavailableCalls * b.callTimeout
 	}
 	if b.log == nil {
 		b.log = slog.Default()
 	}
-	if _, err := js.Stream(ctx, StreamRollouts); err != nil {
+	if err := b.retry(ctx, "stream info", func(ctx context.Context) error { _, err := js.Stream(ctx, StreamRollouts); return err }); err != nil {
 		return nil, fmt.Errorf("stream: stream %s: %w (run coordinator serve to set up the bus)", StreamRollouts, err)
 	}
-	if b.threads, err = js.KeyValue(ctx, BucketThreads); err != nil {
-		return nil, fmt.Errorf("stream: bucket %s: %w", BucketThreads, err)
+	bucket := func(name string) (jetstream.KeyValue, error) {
+		var kv jetstream.KeyValue
+		err := b.retry(ctx, "bucket "+name, func(ctx context.Context) (err error) { kv, err = js.KeyValue(ctx, name); return err })
+		if err != nil {
+			return nil, fmt.Errorf("stream: bucket %s: %w", name, err)
+		}
+		return &boundedKV{KeyValue: kv, bus: b}, nil
 	}
-	if b.leases, err = js.KeyValue(ctx, BucketLeases); err != nil {
-		return nil, fmt.Errorf("stream: bucket %s: %w", BucketLeases, err)
+	if b.threads, err = bucket(BucketThreads); err != nil {
+		return nil, err
 	}
-	if b.workers, err = js.KeyValue(ctx, BucketWorkers); err != nil {
-		return nil, fmt.Errorf("stream: bucket %s: %w (a coordinator of this version sets it up)", BucketWorkers, err)
+	if b.leases, err = bucket(BucketLeases); err != nil {
+		return nil, err
+	}
+	if b.workers, err = bucket(BucketWorkers); err != nil {
+		return nil, fmt.Errorf("%w (a coordinator of this version sets it up)", err)
 	}
 	st, err := b.leases.Status(ctx)
 	if err != nil {
@@ -86,7 +105,9 @@ func Open(ctx context.Context, nc *nats.Conn, o Options) (*Bus, error) {
 // MaxRecord is the default record limit for a server max payload.
 func MaxRecord(maxPayload int64) int { return int(maxPayload) - headerReserve }
 
-// JetStream returns the JetStream context the bus uses.
+// JetStream returns the JetStream context the bus uses. Calls through it
+// are not bounded: wrap each in Call (tests and tools; the project's own
+// code uses the Bus's methods).
 func (b *Bus) JetStream() jetstream.JetStream { return b.js }
 
 // Conn returns the connection the bus uses.
@@ -98,7 +119,9 @@ func (b *Bus) RecordLimit() int { return b.recordLimit }
 // LeaseTTL is the TTL of the LEASES bucket.
 func (b *Bus) LeaseTTL() time.Duration { return b.leaseTTL }
 
-// Threads is the THREADS bucket (thread id -> current rollout id).
+// Threads is the THREADS bucket (thread id -> current rollout id). Each of
+// its calls (get, create, update, delete, keys, status ...) is bounded and
+// retried like every bus call (Call); watches are not.
 func (b *Bus) Threads() jetstream.KeyValue { return b.threads }
 
 // storedMsg is a message read from ROLLOUTS.
@@ -155,16 +178,54 @@ func (b *Bus) Tail(ctx context.Context, rolloutID string) (Tail, error) {
 // thread has one already, and returns the rollout THREADS now holds. Each
 // call is bounded and retried like every bus call.
 func (b *Bus) RecordThread(ctx context.Context, thread, rolloutID string) (string, error) {
-	err := b.retry(ctx, "threads create", func(ctx context.Context) error {
-		_, err := b.threads.Create(ctx, thread, []byte(rolloutID))
-		return err
-	})
+	_, err := b.threads.Create(ctx, thread, []byte(rolloutID))
 	if err == nil {
 		return rolloutID, nil
 	}
-	var e jetstream.KeyValueEntry
-	if gerr := b.retry(ctx, "threads get", func(ctx context.Context) (err error) { e, err = b.threads.Get(ctx, thread); return err }); gerr != nil || len(e.Value()) == 0 {
+	if !errors.Is(err, jetstream.ErrKeyExists) {
 		return "", fmt.Errorf("stream: THREADS %s: %w", thread, err)
 	}
+	e, gerr := b.threads.Get(ctx, thread)
+	if gerr != nil || len(e.Value()) == 0 {
+		return "", fmt.Errorf("stream: THREADS %s: %w", thread, errors.Join(err, gerr))
+	}
 	return string(e.Value()), nil
+}
+
+// StreamInfo reads a stream's info (with opts, such as a subject filter),
+// bounded and retried like every bus call.
+func (b *Bus) StreamInfo(ctx context.Context, name string, opts ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {
+	var info *jetstream.StreamInfo
+	err := b.retry(ctx, "stream info "+name, func(ctx context.Context) error {
+		s, err := b.js.Stream(ctx, name)
+		if err != nil {
+			return err
+		}
+		if len(opts) == 0 {
+			info = s.CachedInfo()
+			return nil
+		}
+		info, err = s.Info(ctx, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stream: stream %s: %w", name, err)
+	}
+	return info, nil
+}
+
+// PurgeRollout removes every message of a rollout from ROLLOUTS (gc), bounded
+// and retried like every bus call (a purge repeated purges nothing more).
+func (b *Bus) PurgeRollout(ctx context.Context, rolloutID string) error {
+	err := b.retry(ctx, "purge", func(ctx context.Context) error {
+		s, err := b.js.Stream(ctx, StreamRollouts)
+		if err != nil {
+			return err
+		}
+		return s.Purge(ctx, jetstream.WithPurgeSubject(RolloutSubject(rolloutID)))
+	})
+	if err != nil {
+		return fmt.Errorf("stream: purge rollout %s: %w", rolloutID, err)
+	}
+	return nil
 }

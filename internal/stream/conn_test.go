@@ -40,7 +40,7 @@ func TestDialLostServerFailsFast(t *testing.T) {
 
 // TestRetryWithoutDeadlineEnds: a bus call given a context with no deadline
 // (a release on the way out) still ends while the server is gone, after
-// retryBudget call timeouts, with ErrBusUnavailable.
+// Options.UnavailableAfter (four call timeouts), with ErrBusUnavailable.
 func TestRetryWithoutDeadlineEnds(t *testing.T) {
 	ts := startTestServer(t, FsyncInterval)
 	nc := connect(t, ts.url())

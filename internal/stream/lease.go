@@ -57,6 +57,7 @@ type Lease struct {
 	mu      sync.Mutex
 	rev     uint64    // revision of our last write
 	renewed time.Time // local time just before our last successful write
+	failed  error     // why the last renewal failed; nil after a success
 	err     error     // non-nil once lost or released
 	done    chan struct{}
 	stop    chan struct{}
@@ -80,14 +81,12 @@ func (b *Bus) TakeLease(ctx context.Context, thread string, o LeaseOptions) (*Le
 			return nil, fmt.Errorf("stream: lease of thread %s: still contended after %d attempts", thread, attempt)
 		}
 		start := time.Now()
-		var rev uint64
-		err := b.retry(ctx, "lease create", func(ctx context.Context) (err error) { rev, err = b.leases.Create(ctx, thread, val); return err })
+		rev, err := b.leases.Create(ctx, thread, val)
 		if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, fmt.Errorf("stream: take lease of thread %s: %w", thread, err)
 		}
 		if err != nil {
-			var e jetstream.KeyValueEntry
-			gerr := b.retry(ctx, "lease get", func(ctx context.Context) (err error) { e, err = b.leases.Get(ctx, thread); return err })
+			e, gerr := b.leases.Get(ctx, thread)
 			if errors.Is(gerr, jetstream.ErrKeyNotFound) || errors.Is(gerr, jetstream.ErrKeyDeleted) {
 				continue // expired or released meanwhile
 			}
@@ -105,12 +104,9 @@ func (b *Bus) TakeLease(ctx context.Context, thread string, o LeaseOptions) (*Le
 				return nil, &LeaseHeldError{Thread: thread, Holder: cur.Holder, Epoch: cur.Epoch, Expires: cur.Expires}
 			}
 			start = time.Now()
-			err = b.retry(ctx, "lease update", func(ctx context.Context) (err error) {
-				rev, err = b.leases.Update(ctx, thread, val, e.Revision())
-				return err
-			})
-			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-				continue // renewed or taken meanwhile: look again
+			rev, err = b.leases.Update(ctx, thread, val, e.Revision())
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || isWrongLastSeq(err) {
+				continue // renewed or taken meanwhile, or our retried update landed: look again
 			}
 			if err != nil {
 				return nil, fmt.Errorf("stream: take over lease of thread %s: %w", thread, err)
@@ -132,8 +128,7 @@ func (b *Bus) startLease(thread, holder string, rev uint64, taken, renewed time.
 
 // ReadLease returns the current lease of a thread, or nil when there is none.
 func (b *Bus) ReadLease(ctx context.Context, thread string) (*LeaseInfo, error) {
-	var e jetstream.KeyValueEntry
-	err := b.retry(ctx, "lease get", func(ctx context.Context) (err error) { e, err = b.leases.Get(ctx, thread); return err })
+	e, err := b.leases.Get(ctx, thread)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, nil
 	}
@@ -182,7 +177,11 @@ func (l *Lease) check() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err == nil && time.Since(l.renewed) >= l.ttl {
-		l.loseLocked(fmt.Errorf("no renewal succeeded for %s (TTL)", l.ttl))
+		why := fmt.Errorf("no renewal succeeded for %s (TTL)", l.ttl)
+		if l.failed != nil {
+			why = fmt.Errorf("%w; the last renewal failed: %w", why, l.failed)
+		}
+		l.loseLocked(why)
 	}
 	return l.err
 }
@@ -208,11 +207,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Unlock()
 	now := time.Now()
 	val, _ := json.Marshal(leaseValue{Holder: l.holder, Epoch: l.epoch, Taken: stamp(l.taken), Renewed: stamp(now)})
-	var newRev uint64
-	err := l.bus.retry(ctx, "lease renew", func(ctx context.Context) (err error) {
-		newRev, err = l.bus.leases.Update(ctx, l.thread, val, rev)
-		return err
-	})
+	newRev, err := l.bus.leases.Update(ctx, l.thread, val, rev)
 	mismatch := errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) || isWrongLastSeq(err)
 	if mismatch {
 		// An earlier renewal may have landed with its ack lost: then the key
@@ -232,9 +227,10 @@ func (l *Lease) Renew(ctx context.Context) error {
 		l.loseLocked(errors.New("taken over or expired (revision mismatch on renewal)"))
 		return l.err
 	case err != nil:
+		l.failed = err
 		return fmt.Errorf("stream: renew lease of thread %s: %w", l.thread, err)
 	}
-	l.rev, l.renewed = newRev, now
+	l.rev, l.renewed, l.failed = newRev, now, nil
 	return nil
 }
 
@@ -286,9 +282,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	if lost != nil {
 		return nil
 	}
-	err := l.bus.retry(ctx, "lease release", func(ctx context.Context) error {
-		return l.bus.leases.Delete(ctx, l.thread, jetstream.LastRevision(rev))
-	})
+	err := l.bus.leases.Delete(ctx, l.thread, jetstream.LastRevision(rev))
 	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !isWrongLastSeq(err) {
 		return fmt.Errorf("stream: release lease of thread %s: %w", l.thread, err)
 	}

@@ -32,7 +32,13 @@ func (b *Bus) PublishMail(ctx context.Context, from, to, msgID string, payload [
 	m.Data = payload
 	m.Header.Set(HeaderMsgID, msgID)
 	m.Header.Set(HeaderFrom, from)
-	ack, err := b.js.PublishMsg(ctx, m)
+	// A retry resends under the same msg id: one that landed is
+	// acknowledged as a duplicate, so the mail is stored once.
+	var ack *jetstream.PubAck
+	err = b.retry(ctx, "mail publish", func(ctx context.Context) (err error) {
+		ack, err = b.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
+		return err
+	})
 	if err != nil {
 		return 0, false, fmt.Errorf("stream: mail %s to %s: %w", msgID, to, err)
 	}
@@ -135,7 +141,7 @@ func (b *Bus) Mailbox(ctx context.Context, thread string, ackWait time.Duration)
 	if ackWait <= 0 {
 		ackWait = 30 * time.Second
 	}
-	cons, err := b.js.CreateOrUpdateConsumer(ctx, StreamMail, jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable:       MailConsumerName(thread),
 		FilterSubject: MailSubject(thread),
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -144,6 +150,11 @@ func (b *Bus) Mailbox(ctx context.Context, thread string, ackWait time.Duration)
 		// A mailbox left by a process that died is removed by the server
 		// (its messages stay in MAIL for the next mailbox).
 		InactiveThreshold: MailboxIdle,
+	}
+	var cons jetstream.Consumer
+	err := b.retry(ctx, "mailbox consumer", func(ctx context.Context) (err error) {
+		cons, err = b.js.CreateOrUpdateConsumer(ctx, StreamMail, cfg)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("stream: mailbox of %s: %w", thread, err)
@@ -189,10 +200,15 @@ type Mail struct {
 }
 
 // Ack acknowledges the message: it leaves MAIL. Only after the receipt is
-// flushed to the receiver's rollout.
+// flushed to the receiver's rollout. One attempt, bounded by the call
+// timeout, not retried (the server does not answer a second ack of a
+// message it removed): a message whose ack failed is delivered again
+// after AckWait, and its receipt is logged again (possibly_duplicated).
 func (m *Mail) Ack(ctx context.Context) error {
+	ctx, cancel := m.mb.bus.callCtx(ctx)
+	defer cancel()
 	if err := m.msg.DoubleAck(ctx); err != nil {
-		return err
+		return fmt.Errorf("stream: ack mail %s: %w", m.MsgID, err)
 	}
 	m.mb.remember(m.Seq)
 	return nil

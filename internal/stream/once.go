@@ -48,7 +48,7 @@ func (b *Bus) AppendAt(ctx context.Context, rolloutID string, expect Tail, rec r
 			case <-t.C:
 			}
 		}
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		actx, cancel := b.callCtx(ctx)
 		ack, err := b.js.PublishMsg(actx, m, jetstream.WithRetryAttempts(0))
 		cancel()
 		if err == nil && !ack.Duplicate {

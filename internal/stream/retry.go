@@ -18,9 +18,18 @@ import (
 // retried against the new leader instead of waiting for ever.
 const DefaultCallTimeout = 5 * time.Second
 
-// retryBudget bounds, in call timeouts, the retries of a call whose context
-// has no deadline (30 s with the default call timeout).
-const retryBudget = 6
+// unavailableCalls is Options.UnavailableAfter when 0, in call timeouts:
+// DefaultUnavailableAfter with the default call timeout.
+const unavailableCalls = 4
+
+// DefaultUnavailableAfter bounds how long one call keeps retrying transient
+// failures with the default call timeout, whatever the caller's deadline:
+// longer than a leader election under load and a client's reconnect to
+// another node, short enough that a cluster without quorum is reported
+// within seconds (as ErrBusUnavailable) instead of at the end of a
+// command's --timeout. A call whose context has no deadline is bounded by it
+// too.
+const DefaultUnavailableAfter = unavailableCalls * DefaultCallTimeout
 
 // Backoff between retries of a transient failure.
 const (
@@ -50,25 +59,34 @@ func transient(err error) bool {
 	return errors.As(err, &api) && (api.Code == 503 || api.ErrorCode == 10158 || api.ErrorCode == 10163)
 }
 
-// retry runs call, each attempt bounded by the call timeout, until it
-// succeeds, fails for good, or ctx ends (a ctx without a deadline ends
-// after retryBudget call timeouts); transient failures are retried with
-// backoff. When ctx ends the last failure is returned with it, so the
-// error says what the bus was doing (quorum lost reads as "no responders"
-// or "timeout" again and again).
+// Call runs one bus call: each attempt is bounded by the call timeout
+// (Options.CallTimeout), and transient failures (see transient) are retried
+// with backoff against whichever node now leads, until the call succeeds,
+// fails for good, ctx ends, or the failures have lasted UnavailableAfter.
+// Giving up returns ErrBusUnavailable wrapping the last failure, so the
+// error says what the bus was doing; a closed connection is
+// ErrBusUnavailable at once. Every call the project makes to the bus goes
+// through Call (or a Bus method, or Threads(), that does).
+//
+// call must be safe to repeat: an attempt that timed out may have landed.
+// A create or compare-and-swap update retried after its first attempt
+// landed reports the key as existing or the revision as changed; the
+// callers read the key to tell that from a real conflict.
+func (b *Bus) Call(ctx context.Context, what string, call func(context.Context) error) error {
+	return b.retry(ctx, what, call)
+}
+
 func (b *Bus) retry(ctx context.Context, what string, call func(context.Context) error) error {
-	if _, ok := ctx.Deadline(); !ok {
-		// No deadline given (a cleanup, a release on the way out): retries
-		// still end, after retryBudget call timeouts.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, retryBudget*b.callTimeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, b.unavailableAfter)
+	defer cancel()
 	delay := retryMin
 	for attempt := 1; ; attempt++ {
 		cctx, cancel := b.callCtx(ctx)
 		err := call(cctx)
 		cancel()
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return fmt.Errorf("%w: %s: %w", ErrBusUnavailable, what, err)
+		}
 		if err == nil || !transient(err) {
 			return err
 		}

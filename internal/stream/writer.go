@@ -16,7 +16,7 @@ import (
 type WriterOptions struct {
 	QueueRecords   int           // unacknowledged records before Append waits; default 4096
 	QueueBytes     int           // unacknowledged bytes before Append waits; default 64 MiB
-	PublishTimeout time.Duration // one attempt's wait for an ack; default 5s
+	PublishTimeout time.Duration // one attempt's wait for an ack; default the bus's call timeout (5s)
 	FailAfter      int           // failed attempts in a row before Flush and Err report them; default 3
 	BackoffMin     time.Duration // first retry delay; default 20ms
 	BackoffMax     time.Duration // retry delay cap; default 2s
@@ -33,7 +33,7 @@ func (o WriterOptions) withDefaults() WriterOptions {
 		o.QueueBytes = 64 << 20
 	}
 	if o.PublishTimeout <= 0 {
-		o.PublishTimeout = 5 * time.Second
+		o.PublishTimeout = DefaultCallTimeout
 	}
 	if o.FailAfter <= 0 {
 		o.FailAfter = 3
@@ -182,6 +182,9 @@ func (b *Bus) openWriter(lease *Lease, rolloutID string, known KnownTail, o Writ
 	}
 	if tail.Epoch > lease.Epoch() {
 		return nil, &FencedError{Rollout: rolloutID, Ordinal: tail.Ordinal + 1, Seq: tail.Seq, StoredEpoch: tail.Epoch, Epoch: lease.Epoch()}
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = b.callTimeout
 	}
 	o = o.withDefaults()
 	w := &Writer{

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
@@ -161,10 +159,6 @@ func (m *Mirror) refetchAll(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("mirror: %w", err)
 	}
-	s, err := m.bus.JetStream().Stream(ctx, stream.StreamRollouts)
-	if err != nil {
-		return fmt.Errorf("mirror: stream %s: %w", stream.StreamRollouts, err)
-	}
 	seen := map[string]bool{}
 	for _, e := range ents {
 		id, ok := strings.CutSuffix(strings.TrimSuffix(e.Name(), zstExt), datadir.JSONLExt)
@@ -175,7 +169,7 @@ func (m *Mirror) refetchAll(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := m.refetchOne(ctx, s, id); err != nil {
+		if err := m.refetchOne(ctx, id); err != nil {
 			if ioError(err) {
 				return err
 			}
@@ -185,7 +179,7 @@ func (m *Mirror) refetchAll(ctx context.Context) error {
 	return nil
 }
 
-func (m *Mirror) refetchOne(ctx context.Context, s jetstream.Stream, id string) error {
+func (m *Mirror) refetchOne(ctx context.Context, id string) error {
 	r := m.rollout(id)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -194,16 +188,14 @@ func (m *Mirror) refetchOne(ctx context.Context, s jetstream.Stream, id string) 
 	}
 	wm := m.Watermark()
 	if r.aside == "" {
-		last, err := s.GetLastMsgForSubject(ctx, stream.RolloutSubject(id))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil
-		}
-		if err != nil {
+		tail, err := m.bus.Tail(ctx, id)
+		switch {
+		case errors.Is(err, stream.ErrBadPack):
+			return nil // junk
+		case err != nil:
 			return err
-		}
-		lastOrd, err := strconv.ParseInt(last.Header.Get(stream.HeaderLast), 10, 64)
-		if err != nil || lastOrd < r.next {
-			return nil // junk, or nothing lacking
+		case tail.Ordinal < r.next:
+			return nil // nothing lacking (or an empty rollout)
 		}
 	}
 	if r.zst {

@@ -46,7 +46,7 @@ func (m *Mirror) Run(ctx context.Context, bus *stream.Bus) error {
 	const backoffMin, backoffMax = 50 * time.Millisecond, 5 * time.Second
 	backoff := backoffMin
 	for {
-		err := m.checkStream(ctx, bus.JetStream())
+		err := m.checkStream(ctx, bus)
 		progress := false
 		if err == nil {
 			progress, err = m.consume(ctx, bus)
@@ -101,12 +101,11 @@ func (m *Mirror) awaitEpochs(ctx context.Context) bool {
 
 // checkStream compares the watermark with ROLLOUTS: it must not be past its
 // last sequence, nor belong to another stream of that name.
-func (m *Mirror) checkStream(ctx context.Context, js jetstream.JetStream) error {
-	s, err := js.Stream(ctx, stream.StreamRollouts)
+func (m *Mirror) checkStream(ctx context.Context, bus *stream.Bus) error {
+	info, err := bus.StreamInfo(ctx, stream.StreamRollouts)
 	if err != nil {
-		return fmt.Errorf("mirror: stream %s: %w", stream.StreamRollouts, err)
+		return fmt.Errorf("mirror: %w", err)
 	}
-	info := s.CachedInfo()
 	wm := m.Watermark()
 	m.mu.Lock()
 	created := m.wm.StreamCreated
@@ -131,15 +130,28 @@ func (m *Mirror) checkStream(ctx context.Context, js jetstream.JetStream) error 
 	return nil
 }
 
+// consumerResets bounds how often the ordered consumer recreates itself
+// after missed heartbeats (a leader change, a lost connection) before its
+// iterator fails; each attempt waits at most 10 s, 1 s to 10 s apart. The
+// mirror then logs the failure, shows it in Status and starts a consumer
+// again from the watermark (Run), so an unreachable bus is visible instead
+// of a consumer retrying out of sight for ever.
+const consumerResets = 5
+
 // consume follows an ordered consumer from the watermark and commits
 // batches: a batch takes what the bus has ready, up to the batch limits,
 // and ends when the bus reports nothing more pending. progress says a batch
 // was committed.
 func (m *Mirror) consume(ctx context.Context, bus *stream.Bus) (progress bool, err error) {
 	start := m.Watermark() + 1
-	cons, err := bus.JetStream().OrderedConsumer(ctx, stream.StreamRollouts, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   start,
+	var cons jetstream.Consumer
+	err = bus.Call(ctx, "mirror consumer", func(ctx context.Context) (err error) {
+		cons, err = bus.JetStream().OrderedConsumer(ctx, stream.StreamRollouts, jetstream.OrderedConsumerConfig{
+			DeliverPolicy:    jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:      start,
+			MaxResetAttempts: consumerResets,
+		})
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("mirror: consumer from sequence %d: %w", start, err)
@@ -150,6 +162,9 @@ func (m *Mirror) consume(ctx context.Context, bus *stream.Bus) (progress bool, e
 		return false, fmt.Errorf("mirror: consumer: %w", err)
 	}
 	defer it.Stop()
+	// A consumer resetting itself does not watch ctx: stopping the iterator
+	// ends the reset when the mirror stops.
+	defer context.AfterFunc(ctx, it.Stop)()
 	var msgs []jetstream.Msg
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))

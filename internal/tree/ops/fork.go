@@ -80,8 +80,11 @@ func Fork(ctx context.Context, bus *stream.Bus, src *Source, opt ForkOptions) (*
 	if res.Rollout == "" {
 		res.Rollout = ulid.Make().String()
 	}
-	if _, err := bus.Threads().Get(ctx, res.Thread); err == nil {
+	switch _, err := bus.Threads().Get(ctx, res.Thread); {
+	case err == nil:
 		return nil, fmt.Errorf("ops: thread %s already exists", res.Thread)
+	case !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
+		return nil, fmt.Errorf("ops: THREADS %s: %w", res.Thread, err)
 	}
 
 	meta := rollout.SessionMeta{ID: res.Thread, RolloutID: res.Rollout, ForkedFromID: src.Thread, Source: rollout.Source{Kind: "fork"},

@@ -58,11 +58,7 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 		}
 		return facts[id]
 	}
-	s, err := bus.JetStream().Stream(ctx, stream.StreamRollouts)
-	if err != nil {
-		return nil, err
-	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(stream.RolloutSubject(">")))
+	info, err := bus.StreamInfo(ctx, stream.StreamRollouts, jetstream.WithSubjectFilter(stream.RolloutSubject(">")))
 	if err != nil {
 		return nil, err
 	}
@@ -106,12 +102,20 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 		}
 	}
 	pointers := map[string]string{}
+	// A pointer gc could not read would make a current rollout look
+	// abandoned: a failed read fails gc.
 	keys, err := bus.Threads().ListKeys(ctx)
-	if err == nil {
-		for k := range keys.Keys() {
-			if e, err := bus.Threads().Get(ctx, k); err == nil {
-				pointers[k] = string(e.Value())
-			}
+	if err != nil {
+		return nil, fmt.Errorf("ops: gc: list THREADS: %w", err)
+	}
+	for k := range keys.Keys() {
+		e, err := bus.Threads().Get(ctx, k)
+		switch {
+		case err == nil:
+			pointers[k] = string(e.Value())
+		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+		default:
+			return nil, fmt.Errorf("ops: gc: THREADS %s: %w", k, err)
 		}
 	}
 	res := &GCResult{DryRun: dryRun, SkippedPacks: skippedPacks}
@@ -142,8 +146,8 @@ func GC(ctx context.Context, bus *stream.Bus, mirrorDir string, dryRun bool) (*G
 	for _, r := range res.Removed {
 		f := facts[r.ID]
 		if f.onBus {
-			if err := s.Purge(ctx, jetstream.WithPurgeSubject(stream.RolloutSubject(r.ID))); err != nil {
-				return res, fmt.Errorf("ops: gc: purge rollout %s: %w", r.ID, err)
+			if err := bus.PurgeRollout(ctx, r.ID); err != nil {
+				return res, fmt.Errorf("ops: gc: %w", err)
 			}
 		}
 		for _, p := range f.files {

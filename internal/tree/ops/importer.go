@@ -3,6 +3,7 @@ package ops
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
@@ -31,7 +32,10 @@ type Imported struct {
 // compared record by record (payload bytes) and only a missing suffix is
 // published; a rollout that differs is an error for that file. THREADS
 // learns each new thread's rollout. progress (may be nil) is called after
-// each file.
+// each file. A file's failure is reported in its Imported and the import
+// goes on, except when the bus is unavailable (stream.ErrBusUnavailable:
+// no quorum, no server): then it stops at once with that error, instead of
+// waiting as long for each file left.
 func Import(ctx context.Context, bus *stream.Bus, dir, holder string, progress func(done, total int)) ([]Imported, error) {
 	var out []Imported
 	paths, err := tree.RolloutFiles(dir, func(p, why string) { out = append(out, Imported{Path: p, Err: "skipped: " + why}) })
@@ -39,10 +43,15 @@ func Import(ctx context.Context, bus *stream.Bus, dir, holder string, progress f
 		return nil, err
 	}
 	for i, p := range paths {
-		im := importFile(ctx, bus, p, holder)
+		im, err := importFile(ctx, bus, p, holder)
 		out = append(out, im)
 		if progress != nil {
 			progress(i+1, len(paths))
+		}
+		if errors.Is(err, stream.ErrBusUnavailable) {
+			// The bus, not this file: every later file would wait as long
+			// to fail the same way.
+			return out, fmt.Errorf("import: the bus stopped answering (no quorum, or no server reachable); stopped at %s with %d of %d files done: %w", p, i, len(paths), err)
 		}
 		if err := ctx.Err(); err != nil {
 			return out, err
@@ -51,9 +60,18 @@ func Import(ctx context.Context, bus *stream.Bus, dir, holder string, progress f
 	return out, nil
 }
 
-func importFile(ctx context.Context, bus *stream.Bus, path, holder string) Imported {
-	im := Imported{Path: path}
-	fail := func(err error) Imported { im.Err = err.Error(); return im }
+// importFile imports one file; the error is the one in Imported.Err.
+func importFile(ctx context.Context, bus *stream.Bus, path, holder string) (Imported, error) {
+	im, err := importOne(ctx, bus, path, holder)
+	if err != nil {
+		im.Err = err.Error()
+	}
+	return im, err
+}
+
+func importOne(ctx context.Context, bus *stream.Bus, path, holder string) (im Imported, err error) {
+	im = Imported{Path: path}
+	fail := func(err error) (Imported, error) { return im, err }
 	log, err := rollout.OpenFile(path)
 	if err != nil {
 		return fail(err)
@@ -98,7 +116,7 @@ func importFile(ctx context.Context, bus *stream.Bus, path, holder string) Impor
 	}
 	if len(have) == len(recs) {
 		im.Skipped = "already imported"
-		return im
+		return im, nil
 	}
 	lease, err := takeIdle(ctx, bus, im.Thread, holder)
 	if err != nil {
@@ -123,7 +141,7 @@ func importFile(ctx context.Context, bus *stream.Bus, path, holder string) Impor
 	if _, err := bus.RecordThread(ctx, im.Thread, im.Rollout); err != nil {
 		return fail(err)
 	}
-	return im
+	return im, nil
 }
 
 // persistedRecords reads a file's records the writer would keep.
