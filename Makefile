@@ -43,7 +43,7 @@ $(TOOLS)/staticcheck:
 # to bench-<part>.txt; docs/BENCHMARKS.md holds the figures, the machine and
 # how to read them. BENCH picks the parts (default all; the restart benchmark
 # builds 10k threads / 1M records and takes minutes).
-BENCH ?= replay bus index mirror restart
+BENCH ?= replay bus index mirror resume restart
 bench:
 	@for part in $(BENCH); do case $$part in \
 	replay)  $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./internal/replay/ ;; \
@@ -51,6 +51,7 @@ bench:
 	         $(GO) test -run '^$$' -bench PackVsBatch ./internal/stream/ ;; \
 	index)   $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./internal/index/ ;; \
 	mirror)  $(GO) test -run '^$$' -bench 'MirrorLag|MirrorCatchUp' -benchtime 1x ./internal/stream/mirror/ ;; \
+	resume)  $(GO) test -run '^$$' -bench Resume -benchtime 10x -timeout 30m ./internal/reconcile/ ;; \
 	restart) $(GO) test -run '^$$' -bench Restart -benchtime 1x -timeout 60m ./e2e/ ;; \
 	*) echo "unknown bench part $$part"; exit 2 ;; \
 	esac 2>&1 | tee $(CURDIR)/bench-$$part.txt; done
