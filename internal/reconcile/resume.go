@@ -297,11 +297,11 @@ func Note(ctx context.Context, bus *stream.Bus, thread, holder string, rec rollo
 		return 0, err
 	}
 	defer lease.Release(context.WithoutCancel(ctx))
-	src, err := ops.Load(ctx, bus, thread)
+	src, err := ops.LoadView(ctx, bus, thread, ops.ViewOptions{}) // read once: the writer opens at its tail
 	if err != nil {
 		return 0, err
 	}
-	st, err := replay.Fast(src.View, replay.Options{})
+	st, err := replay.Fast(src.Log, replay.Options{})
 	if err != nil {
 		return 0, err
 	}
@@ -314,7 +314,7 @@ func Note(ctx context.Context, bus *stream.Bus, thread, holder string, rec rollo
 	if err := checkOpen(thread, st, ds, rec); err != nil {
 		return 0, err
 	}
-	w, err := bus.OpenWriter(ctx, lease, src.Current, stream.WriterOptions{})
+	w, err := bus.OpenWriterAt(ctx, lease, src.Current, src.Known, stream.WriterOptions{})
 	if err != nil {
 		return 0, err
 	}
