@@ -164,6 +164,16 @@ func Resume(ctx context.Context, bus *stream.Bus, thread string, opt ResumeOptio
 	rep.State = st
 	if n > 0 {
 		rep.State, err = replay.Fast(src.Log, replay.Options{Model: opt.Model})
+		if err != nil && ctx.Err() == nil && src.Read.MirrorOrdinal > 0 {
+			// The mirror file went away under the view (compressed or
+			// re-materialized meanwhile): read the thread again.
+			var again *ops.View
+			if again, rep.State, err = load(ctx, bus, thread, opt); err == nil {
+				again.Read.BusRecords += src.Read.BusRecords
+				again.Read.BusGets += src.Read.BusGets
+				src = again
+			}
+		}
 	}
 	return rep, err
 }
