@@ -44,7 +44,7 @@ $(TOOLS)/staticcheck:
 # how to read them. BENCH picks the parts (default all; the restart benchmark
 # builds 10k threads / 1M records and takes minutes; agents runs HANDOFFS
 # worker deaths and a tree of AGENTS simulated agents on WORKERS workers).
-BENCH ?= replay bus index mirror restart agents
+BENCH ?= replay bus index mirror resume restart agents
 bench:
 	@for part in $(BENCH); do case $$part in \
 	replay)  $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./internal/replay/ ;; \
@@ -52,6 +52,7 @@ bench:
 	         $(GO) test -run '^$$' -bench PackVsBatch ./internal/stream/ ;; \
 	index)   $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./internal/index/ ;; \
 	mirror)  $(GO) test -run '^$$' -bench 'MirrorLag|MirrorCatchUp' -benchtime 1x ./internal/stream/mirror/ ;; \
+	resume)  $(GO) test -run '^$$' -bench Resume -benchtime 10x -timeout 30m ./internal/reconcile/ ;; \
 	restart) $(GO) test -run '^$$' -bench Restart -benchtime 1x -timeout 60m ./e2e/ ;; \
 	agents)  $(GO) test -run '^$$' -bench Handoff -benchtime 1x -timeout 30m ./agent/ && \
 	         $(GO) test -run '^$$' -bench AgentTree -benchtime 1x -timeout 90m ./e2e/ ;; \

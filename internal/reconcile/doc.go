@@ -18,6 +18,16 @@
 //     by}. An answer of unknown is recorded too, for the audit trail, and
 //     leaves the call dangling.
 //
+// A resume reads the thread once (ops.LoadView): with ResumeOptions.DataDir,
+// from the mirror files as far as they go and from the bus only past them;
+// a mirror copy found damaged inside what the fast replay reads is dropped
+// and the thread read from the bus. Its writer opens at the tail that read
+// found (stream.Bus.OpenWriterAt), and the state after is that view with
+// the appended records read back, so the cost of a resume with a current
+// mirror does not grow with the rollout (ResumeReport.Read counts it;
+// BenchmarkResume). A record accepted on the rollout between the read and
+// the writer's open stops the resume with nothing appended.
+//
 // Records say only what happened. A prober that could ask nobody (no
 // terminal, no prober, input that ended) returns ErrNotAsked: no answer, no
 // record, and the call stays unknown for a person to reconcile. An answer the

@@ -164,6 +164,16 @@ func Resume(ctx context.Context, bus *stream.Bus, thread string, opt ResumeOptio
 	rep.State = st
 	if n > 0 {
 		rep.State, err = replay.Fast(src.Log, replay.Options{Model: opt.Model})
+		if err != nil && ctx.Err() == nil && src.Read.MirrorOrdinal > 0 {
+			// The mirror file went away under the view (compressed or
+			// re-materialized meanwhile): read the thread again.
+			var again *ops.View
+			if again, rep.State, err = load(ctx, bus, thread, opt); err == nil {
+				again.Read.BusRecords += src.Read.BusRecords
+				again.Read.BusGets += src.Read.BusGets
+				src = again
+			}
+		}
 	}
 	return rep, err
 }
@@ -297,11 +307,11 @@ func Note(ctx context.Context, bus *stream.Bus, thread, holder string, rec rollo
 		return 0, err
 	}
 	defer lease.Release(context.WithoutCancel(ctx))
-	src, err := ops.Load(ctx, bus, thread)
+	src, err := ops.LoadView(ctx, bus, thread, ops.ViewOptions{}) // read once: the writer opens at its tail
 	if err != nil {
 		return 0, err
 	}
-	st, err := replay.Fast(src.View, replay.Options{})
+	st, err := replay.Fast(src.Log, replay.Options{})
 	if err != nil {
 		return 0, err
 	}
@@ -314,7 +324,7 @@ func Note(ctx context.Context, bus *stream.Bus, thread, holder string, rec rollo
 	if err := checkOpen(thread, st, ds, rec); err != nil {
 		return 0, err
 	}
-	w, err := bus.OpenWriter(ctx, lease, src.Current, stream.WriterOptions{})
+	w, err := bus.OpenWriterAt(ctx, lease, src.Current, src.Known, stream.WriterOptions{})
 	if err != nil {
 		return 0, err
 	}

@@ -101,5 +101,27 @@ func TestJoinedIsTheConcatenation(t *testing.T) {
 		if err != nil || lines[fwd[len(fwd)-1].Offset] != len(fwd) {
 			t.Fatalf("k=%d: LineNumbers %v %v", k, lines, err)
 		}
+		// Every line start, and every subset, numbered as in the concatenation.
+		var all []int64
+		for _, e := range fwd {
+			all = append(all, e.Offset)
+		}
+		cat, err := NewMem("cat", want).LineNumbers(all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range all {
+			for _, ask := range [][]int64{all, all[i:], {all[i]}} {
+				got, err := j.LineNumbers(ask)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range ask {
+					if got[o] != cat[o] {
+						t.Fatalf("k=%d: line of offset %d is %d, the concatenation says %d", k, o, got[o], cat[o])
+					}
+				}
+			}
+		}
 	}
 }

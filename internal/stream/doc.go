@@ -173,6 +173,19 @@
 // packs the valid-tail rule accepts (see Writing); verify compares the
 // mirror with those.
 //
+// A reader that holds a copy of a rollout's head (a mirror file) reads only
+// what the copy lacks: TailAt finds the message whose pack ends with the
+// copy's last record (the subject's last message when the copy is current,
+// else the same binary search), checked as ValidPacks checks a pack, and
+// ValidPacksFrom continues the valid-tail rule from that tail, reading only
+// the messages stored after it. OpenWriterAt opens a writer at a tail read
+// that way (KnownTail) instead of reading the rollout again: it looks up
+// the subject's last message, skips junk stored since, refuses with
+// ErrTailMoved when a pack was accepted since, and is then an OpenWriter
+// (sealed and fenced tails refused, every publish expecting the subject's
+// last sequence). RolloutGets counts the messages a Bus fetched, so tests
+// and benchmarks can show what a read cost.
+//
 // # Durability
 //
 // What an acknowledgement promises depends on the server's fsync setting

@@ -45,4 +45,19 @@
 // rollout.Scan; a damaged message on the bus is skipped and counted, and a
 // rollout gc cannot read is kept. A mirror file that cannot be read stops gc
 // with an error naming it, before anything is removed.
+//
+// # Reading a thread for a resume
+//
+// Load reads every rollout of a thread's view from the bus. LoadView reads
+// the same view at a cost that grows with what the data dir's mirror lacks,
+// not with the rollout: the current rollout's mirror file up to its last
+// whole record, then only the bus messages past the one the file ends with
+// (stream.Bus.TailAt, stream.Bus.ValidPacksFrom: the valid-tail rule
+// continued from that pack); a base from its mirror file when the file
+// holds the frozen prefix exactly. A rollout whose file is absent, empty,
+// damaged at its tail or not the bus's is read from the bus from its start
+// by the valid-tail rule, and ReadStats.Fallback says why. The view's Known
+// tail is what a writer opens at (stream.Bus.OpenWriterAt) without reading
+// the rollout again, and Extend folds in what was accepted since (a
+// resume's own appends). ReadStats counts what came from where.
 package ops
