@@ -3,8 +3,9 @@ GO        ?= go
 BIN       := $(CURDIR)/bin
 TOOLS     := $(CURDIR)/.tools
 STATICCHECK_VERSION := v0.8.2
+NATSCLI_VERSION     := v0.5.0
 
-.PHONY: all build run test test-race test-full lint fmt-check bench crash failover faultfs fuzz clean
+.PHONY: all build run test test-race test-full lint fmt-check natscli bench crash failover faultfs fuzz clean
 
 all: build
 
@@ -26,7 +27,8 @@ test-race:
 	$(GO) vet ./...
 	$(GO) test -race -short -count=1 -timeout 20m ./...
 
-test-full:
+# e2e/protocol_cli_test.go runs docs/PROTOCOL.md's worked example with the nats CLI.
+test-full: $(TOOLS)/nats
 	$(GO) test -count=1 -timeout 30m ./...
 
 lint: $(TOOLS)/staticcheck fmt-check
@@ -38,6 +40,12 @@ fmt-check:
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# The nats CLI (natscli), for docs/PROTOCOL.md's worked example and its test.
+natscli: $(TOOLS)/nats
+
+$(TOOLS)/nats:
+	GOBIN=$(TOOLS) $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
 
 # Benchmarks measure and report; they assert nothing. Each writes its output
 # to bench-<part>.txt; docs/BENCHMARKS.md holds the figures, the machine and

@@ -2,6 +2,12 @@
 // SIGKILL, and check the system's invariants afterwards (DESIGN §2). It has
 // no code of its own: everything is in its _test.go files.
 //
+// The protocol tests (protocol_test.go, protocol_cli_test.go) are the agent
+// side of docs/PROTOCOL.md: one speaks it with core NATS requests built by
+// hand, the other runs the document's worked example with the nats CLI
+// (.tools/nats, installed by `make natscli`; a CLI that cannot be installed
+// fails that test).
+//
 // The mirror's crash campaign (mirror_crash_test.go) runs a short version
 // in `go test ./...` (skipped with -short) and a long one with
 // `make crash` (-crash.rounds, -crash.seed).
