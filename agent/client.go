@@ -157,6 +157,11 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
+// Conn is the client's NATS connection, for an agent's own traffic beside
+// Logbook's (request/reply to its tools, say): same credentials, TLS and
+// reconnect settings. Closing it closes the Client.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
 // Close closes the connection. Threads still open lose their leases when
 // they expire; Close them first to release them at once.
 func (c *Client) Close() { c.nc.Close() }

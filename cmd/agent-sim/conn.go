@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/logbook-agents/logbook/agent"
@@ -46,37 +45,6 @@ func (f *connFlags) check() error {
 func (f *connFlags) options(name string, log *slog.Logger) agent.Options {
 	return agent.Options{Name: name, CredsFile: f.creds, NKeySeedFile: f.nkey, User: f.user, Password: f.password, Token: f.token,
 		CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, Logger: log}
-}
-
-// natsConn is a plain connection (the world's request/reply) with the same
-// credentials.
-func (f *connFlags) natsConn(name string) (*nats.Conn, error) {
-	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
-	switch {
-	case f.creds != "":
-		opts = append(opts, nats.UserCredentials(f.creds))
-	case f.nkey != "":
-		o, err := nats.NkeyOptionFromSeed(f.nkey)
-		if err != nil {
-			return nil, fmt.Errorf("nkey seed %s: %w", f.nkey, err)
-		}
-		opts = append(opts, o)
-	case f.token != "":
-		opts = append(opts, nats.Token(f.token))
-	case f.user != "":
-		opts = append(opts, nats.UserInfo(f.user, f.password))
-	}
-	if f.ca != "" {
-		opts = append(opts, nats.RootCAs(f.ca))
-	}
-	if f.cert != "" || f.key != "" {
-		opts = append(opts, nats.ClientCert(f.cert, f.key))
-	}
-	nc, err := nats.Connect(f.url, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach the bus at %s: %w", f.url, err)
-	}
-	return nc, nil
 }
 
 // connect opens an agent client.

@@ -127,12 +127,7 @@ func runTree(ctx context.Context, cf *connFlags, p params, workers int, stderr i
 		return nil, err
 	}
 	defer c.Close()
-	nc, err := cf.natsConn("agent-sim run")
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	wc := &worldClient{nc: nc, timeout: 5 * time.Second}
+	wc := &worldClient{nc: c.Conn(), timeout: 5 * time.Second}
 	for wait := time.Now().Add(15 * time.Second); ; { // a world started just before may not answer yet
 		_, err := wc.ledger(ctx)
 		if err == nil {

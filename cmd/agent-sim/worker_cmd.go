@@ -55,12 +55,7 @@ TTL: a zombie) stops with a fencing error and exit status 1.`,
 				return err
 			}
 			defer c.Close()
-			nc, err := cf.natsConn("agent-sim worker " + id)
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			sim := &simAgent{world: &worldClient{nc: nc, timeout: 5 * time.Second}, log: log, crashAt: crashAt}
+			sim := &simAgent{world: &worldClient{nc: c.Conn(), timeout: 5 * time.Second}, log: log, crashAt: crashAt}
 			fmt.Fprintf(cmd.OutOrStdout(), "worker %s running (capacity %d)\n", id, capacity)
 			return c.RunWorker(cmd.Context(), agent.WorkerSpec{ID: id, Capacity: capacity, Prober: sim.world, RetryProvenNotExecuted: true}, sim.handle)
 		},

@@ -35,13 +35,13 @@ data dir. A restarted world reloads it.`,
 				return err
 			}
 			defer w.file.Close()
-			nc, err := cf.natsConn("agent-sim world")
+			c, err := cf.connect(cmd.Context(), "agent-sim world", logger(cmd.ErrOrStderr(), cf.verbose))
 			if err != nil {
 				return err
 			}
-			defer nc.Close()
+			defer c.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "world serving on %s, ledger %s (%d effects)\n", cf.url, ledgerPath, len(w.effects))
-			return serveWorld(cmd.Context(), nc, w)
+			return serveWorld(cmd.Context(), c.Conn(), w)
 		},
 	}
 	cf.register(cmd)
