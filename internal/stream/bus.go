@@ -138,21 +138,3 @@ func (b *Bus) Tail(ctx context.Context, rolloutID string) (Tail, error) {
 	}
 	return Tail{Seq: m.Seq, Ordinal: p.Last, Epoch: p.Epoch}, nil
 }
-
-// RecordThread records rolloutID as thread's rollout in THREADS unless the
-// thread has one already, and returns the rollout THREADS now holds. Each
-// call is bounded and retried like every bus call.
-func (b *Bus) RecordThread(ctx context.Context, thread, rolloutID string) (string, error) {
-	err := b.retry(ctx, "threads create", func(ctx context.Context) error {
-		_, err := b.threads.Create(ctx, thread, []byte(rolloutID))
-		return err
-	})
-	if err == nil {
-		return rolloutID, nil
-	}
-	var e jetstream.KeyValueEntry
-	if gerr := b.retry(ctx, "threads get", func(ctx context.Context) (err error) { e, err = b.threads.Get(ctx, thread); return err }); gerr != nil || len(e.Value()) == 0 {
-		return "", fmt.Errorf("stream: THREADS %s: %w", thread, err)
-	}
-	return string(e.Value()), nil
-}
