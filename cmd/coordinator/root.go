@@ -48,6 +48,7 @@ Three kinds of command:
                           verify --data (its check against the bus needs a serving coordinator)
   through the bus of a serving coordinator (DIR/nats.url, or --nats URL):
                           serve itself; import, fork, rollback, revert, resume, reconcile, gc
+  credentials new makes a user of the bus (agent, operator, coordinator).
   completion SHELL prints a shell completion script (bash, zsh, fish, powershell).
 Logbook v1 rollouts and Codex rollouts (version 0, as found under
 ~/.codex/sessions) are both read.
@@ -82,6 +83,7 @@ wrong arguments).`,
 		newReconcileCmd(),
 		newGCCmd(),
 		newImportCmd(),
+		newCredentialsCmd(),
 	)
 	markRuntime(root)
 	return root

@@ -18,6 +18,7 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var cfg serve.Config
+	var creds stream.Credentials
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the coordinator: the JetStream bus (embedded by default) for a data dir",
@@ -63,6 +64,12 @@ another configuration) or fails, 2 for a usage error.`,
 			if cfg.Replicas < 1 {
 				return fmt.Errorf("--replicas %d: want 1 or more", cfg.Replicas)
 			}
+			if cfg.NATSURL == "" && creds.Given() {
+				return errors.New("--creds, --nkey, --user, --password and --token are for --nats; the embedded server's users are --auth FILE")
+			}
+			if cfg.NATSURL != "" && cfg.Security.AuthFile != "" {
+				return errors.New("--auth configures the embedded server; with --nats, users are the cluster's configuration (see deploy/nats-cluster)")
+			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -78,6 +85,12 @@ another configuration) or fails, 2 for a usage error.`,
 			if cfg.ColdAfter == 0 {
 				cfg.ColdAfter = -1 // --cold-after 0s: never
 			}
+			if cfg.NATSURL == "" {
+				// The embedded server's own certificate, key and client CA.
+				cfg.Security.TLSCert, cfg.Security.TLSKey, cfg.Security.TLSCA = creds.TLSCert, creds.TLSKey, creds.TLSCA
+			} else {
+				cfg.Security.Client = withEnv(creds)
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			cfg.Stdout = cmd.OutOrStdout()
 			return serve.Run(ctx, cfg)
@@ -90,6 +103,12 @@ another configuration) or fails, 2 for a usage error.`,
 	f.IntVar(&cfg.Replicas, "replicas", 1, "replicas of the streams and buckets (more than 1 needs --nats)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7420", "HTTP address (port 0: random)")
 	f.DurationVar(&cfg.ColdAfter, "cold-after", mirror.DefaultColdAfter, "compress a rollout's mirror file after this long idle (0s: never)")
+	f.StringVar(&cfg.Security.AuthFile, "auth", "", "users `FILE` of the embedded server (JSON, see docs/SECURITY.md); needed to listen beyond loopback")
+	f.StringVar(&cfg.Security.HTTPTokenFile, "http-token", "", "`FILE` holding the bearer token the HTTP API requires; needed to --listen beyond loopback")
+	addCredFlags(f, &creds)
+	f.Lookup("tls-cert").Usage = "PEM certificate `FILE`: the embedded server's (clients connect with TLS), or with --nats the client certificate"
+	f.Lookup("tls-key").Usage = "PEM key `FILE` of --tls-cert"
+	f.Lookup("tls-ca").Usage = "PEM CA `FILE`: with the embedded server, client certificates must chain to it (mutual TLS); with --nats, the cluster's certificates must"
 	f.StringVar(&cfg.Fsync, "fsync", stream.FsyncAlways, "always: fsync before every ack; interval: every 2 minutes (see docs/DURABILITY.md)")
 	return cmd
 }

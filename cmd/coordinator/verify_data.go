@@ -62,7 +62,11 @@ func openDataBus(ctx context.Context, dir string) (*stream.Bus, func(), string) 
 		return nil, nil, fmt.Sprintf("not checked: %s has no %s (no coordinator is serving it)", dir, datadir.NATSURL)
 	}
 	url := strings.TrimSpace(string(b))
-	nc, err := nats.Connect(url, nats.Timeout(2*time.Second), nats.Name("logbook-verify"))
+	opts, err := dialOptions(stream.Credentials{}, dir)
+	if err != nil {
+		return nil, nil, fmt.Sprintf("not checked: %v", err)
+	}
+	nc, err := nats.Connect(url, append([]nats.Option{nats.Timeout(2 * time.Second), nats.Name("logbook-verify")}, opts...)...)
 	if err != nil {
 		return nil, nil, fmt.Sprintf("not checked: the bus at %s is not reachable (%v); is a coordinator serving %s?", url, err, dir)
 	}

@@ -16,6 +16,7 @@ import (
 const (
 	Lock        = "LOCK"
 	NATSURL     = "nats.url"
+	NATSKey     = "nats.nk" // a serving coordinator's local operator nkey seed (with --auth), 0600
 	NATSStore   = "nats"
 	Rollouts    = "rollouts"
 	MirrorState = "mirror.state"
@@ -39,6 +40,11 @@ func IndexPath(dir string) string { return filepath.Join(dir, Index) }
 
 // URLPath is the file that holds the serving coordinator's NATS URL.
 func URLPath(dir string) string { return filepath.Join(dir, NATSURL) }
+
+// KeyPath is the file that holds the serving coordinator's local operator
+// nkey seed: commands run through the data dir use it when given no
+// credentials.
+func KeyPath(dir string) string { return filepath.Join(dir, NATSKey) }
 
 // PlainPath is the uncompressed mirror file of a rollout (which may not
 // exist).
