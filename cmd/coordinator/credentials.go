@@ -18,8 +18,13 @@ func newCredentialsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "credentials",
 		Short: "Make credentials for the bus (agents, operators, coordinators)",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		Long: `credentials makes users of the bus; docs/SECURITY.md says what each role
+may do. Its one command is new.
+
+Exit status: 0 on success, 1 when it fails, 2 for a usage error.`,
+		Example: `  coordinator credentials new --role agent --name worker-1 --auth users.json`,
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newCredentialsNewCmd())
 	return cmd
@@ -57,7 +62,11 @@ prints the entry instead: a users-file entry (--format json) or a nats-server
 configuration entry for a cluster (--format conf, see deploy/nats-cluster).
 
 The user then connects with --nkey FILE (or --user NAME --password ..., or
-$LOGBOOK_NATS_PASSWORD), on any command, and agent.Options.NKeySeedFile.`,
+$LOGBOOK_NATS_PASSWORD), on any command, and agent.Options.NKeySeedFile.
+
+Exit status: 0 when the secret is written (and the users file updated), 1
+when it fails (the --out file exists, the users file is bad), 2 for a usage
+error.`,
 		Example: `  coordinator credentials new --role agent --name worker-1 --auth /etc/logbook/users.json
   coordinator credentials new --role agent --name w2 --thread t-42 --out w2.nk --format conf
   coordinator credentials new --role operator --name alice --password --auth users.json`,
