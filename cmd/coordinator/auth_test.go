@@ -166,6 +166,22 @@ func TestServeWithCredentials(t *testing.T) {
 	cli("gc", "--dry-run").wantOut(t, "Would remove (dry run): 0 rollouts")
 	// Through the data dir, without flags: the local key.
 	runCLI(t, "gc", "--data", s.data, "--dry-run").wantOut(t, "Would remove (dry run): 0 rollouts")
+	// The coordinator's own identity mirrors it all: verify --data (on the
+	// local key) finds bus, mirror and index equal once the mirror caught up.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		v := runCLI(t, "verify", "--data", s.data)
+		if v.code == exitOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("verify --data never passed:\n%s%s\nserve:\n%s", v.stdout, v.stderr, s.stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if strings.Contains(s.stderr.String(), "Permissions Violation") {
+		t.Errorf("the coordinator hit a permission violation:\n%s", s.stderr)
+	}
 	// An agent cannot write THREADS: a fork is denied (the server answers a
 	// denied publish with silence: the command fails at its timeout, its
 	// log says "Permissions Violation").

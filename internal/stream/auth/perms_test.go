@@ -231,3 +231,91 @@ func TestRecordThreadChecks(t *testing.T) {
 		t.Fatalf("re-record t9 -> r9b: %q %v, want r9 kept", cur, err)
 	}
 }
+
+// The operator and the coordinator do their work (the CLI's commands run as
+// operator in cmd/coordinator's TestServeWithCredentials, serve's mirror as
+// coordinator) but delete no stream and purge nothing they do not need.
+func TestOperatorAndCoordinatorLimits(t *testing.T) {
+	r := startRig(t)
+	write(t, r.coord, "th", "r-th")
+	for _, user := range []string{uOperator, uCoord} {
+		t.Run(user, func(t *testing.T) {
+			b, _, v := r.bus(t, user)
+			js := b.JetStream()
+			ctx := ctxT(t, 20*time.Second)
+			// What they need: list THREADS (an ordered consumer), write it,
+			// read rollouts, leases.
+			keys, err := b.Threads().ListKeys(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for range keys.Keys() {
+				n++
+			}
+			if n == 0 {
+				t.Fatal("ListKeys: no keys")
+			}
+			if _, err := b.Threads().Create(ctx, "new-"+user, []byte("r-x")); err != nil {
+				t.Fatalf("THREADS create: %v", err)
+			}
+			if es, err := b.ReadAll(ctx, "r-th", 1); err != nil || len(es) != 2 {
+				t.Fatalf("read: %d %v", len(es), err)
+			}
+			write(t, b, "th-"+user, "r-"+user)
+			if user == uOperator {
+				s, err := js.Stream(ctx, stream.StreamRollouts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Purge(ctx, jetstream.WithPurgeSubject(stream.RolloutSubject("r-"+user))); err != nil {
+					t.Fatalf("gc's purge of one rollout: %v", err)
+				}
+			}
+			v.none(t, user+" doing its work")
+			api := "$JS.API."
+			v.denied(t, "delete ROLLOUTS", api+"STREAM.DELETE.ROLLOUTS", func(ctx context.Context) error {
+				return js.DeleteStream(ctx, stream.StreamRollouts)
+			})
+			v.denied(t, "purge MAIL", api+"STREAM.PURGE.MAIL", func(ctx context.Context) error {
+				s, err := js.Stream(ctx, stream.StreamMail)
+				if err != nil {
+					return err
+				}
+				return s.Purge(ctx)
+			})
+			v.denied(t, "purge LEASES", api+"STREAM.PURGE.KV_LEASES", func(ctx context.Context) error {
+				s, err := js.Stream(ctx, "KV_"+stream.BucketLeases)
+				if err != nil {
+					return err
+				}
+				return s.Purge(ctx)
+			})
+			v.denied(t, "delete a message", api+"STREAM.MSG.DELETE.ROLLOUTS", func(ctx context.Context) error {
+				s, err := js.Stream(ctx, stream.StreamRollouts)
+				if err != nil {
+					return err
+				}
+				return s.DeleteMsg(ctx, 1)
+			})
+			v.denied(t, "update a stream", api+"STREAM.UPDATE.ROLLOUTS", func(ctx context.Context) error {
+				_, err := js.UpdateStream(ctx, stream.RolloutsConfig(1))
+				return err
+			})
+			if user == uCoord {
+				v.denied(t, "purge ROLLOUTS", api+"STREAM.PURGE.ROLLOUTS", func(ctx context.Context) error {
+					s, err := js.Stream(ctx, stream.StreamRollouts)
+					if err != nil {
+						return err
+					}
+					return s.Purge(ctx)
+				})
+			} else {
+				v.denied(t, "create a stream", api+"STREAM.CREATE.EVIL", func(ctx context.Context) error {
+					_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EVIL", Subjects: []string{"evil.>"}})
+					return err
+				})
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -130,12 +131,15 @@ func loadEmbedded(sec Security) (*embedded, error) {
 }
 
 // connectOptions are the coordinator's in-process connection options.
-func (e *embedded) connectOptions() []nats.Option {
+func (e *embedded) connectOptions(log *slog.Logger) []nats.Option {
+	opts := []nats.Option{nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		log.Warn("bus error", "err", err) // a permission violation says only this
+	})}
 	if e.self == nil {
-		return nil
+		return opts
 	}
 	pub, _ := e.self.PublicKey()
-	return []nats.Option{nats.Nkey(pub, e.self.Sign)}
+	return append(opts, nats.Nkey(pub, e.self.Sign))
 }
 
 // withToken requires "Authorization: Bearer <token>" on every request

@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			log.Info("embedded nats-server stopped")
 		}()
 		url = ns.ClientURL()
-		nc, err = nats.Connect("", append(emb.connectOptions(), nats.InProcessServer(ns), nats.Name("logbook-coordinator"))...)
+		nc, err = nats.Connect("", append(emb.connectOptions(log), nats.InProcessServer(ns), nats.Name("logbook-coordinator"))...)
 	} else {
 		nc, err = connectExternal(url, cfg.Security.Client)
 	}
