@@ -20,12 +20,14 @@ import (
 type busFlags struct {
 	data    string
 	natsURL string
+	creds   stream.Credentials
 	timeout time.Duration
 }
 
 func (f *busFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.data, "data", "", "the data dir of the serving coordinator (`DIR`; its nats.url names the bus); default $LOGBOOK_DATA, else ~/.logbook")
 	cmd.Flags().StringVar(&f.natsURL, "nats", "", "connect to this NATS `URL` instead of the data dir's nats.url")
+	addCredFlags(cmd.Flags(), &f.creds)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "bound the whole command (every bus call and retry within it) by this `DURATION`")
 }
 
@@ -48,6 +50,7 @@ func (f *busFlags) dataDir() (string, error) {
 // connect opens the bus; the returned function closes it.
 func (f *busFlags) connect(ctx context.Context) (*stream.Bus, func(), error) {
 	url := f.natsURL
+	var viaDir string
 	if url == "" {
 		dir, err := f.dataDir()
 		if err != nil {
@@ -61,8 +64,13 @@ func (f *busFlags) connect(ctx context.Context) (*stream.Bus, func(), error) {
 			return nil, nil, err
 		}
 		url = strings.TrimSpace(string(b))
+		viaDir = dir
 	}
-	nc, err := stream.Dial(url, "coordinator cli", nil)
+	opts, err := dialOptions(f.creds, viaDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := stream.Dial(url, "coordinator cli", nil, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot reach the bus at %s: %w (is the coordinator running?)", url, err)
 	}

@@ -15,9 +15,11 @@ func TestExitCodesEveryCommand(t *testing.T) {
 	empty := t.TempDir() // a data dir no coordinator serves: no nats.url
 	tree := "../../testdata/examples/release-tree"
 	usageCases := map[string][][]string{
-		"replay":      {{"--bogus", "x"}, {}, {"a", "b"}, {"--rollouts", tree, "--data", empty, "release-B"}},
-		"verify":      {{"--bogus", "x"}, {}, {"--data", empty, "x.jsonl"}},
-		"serve":       {{"--bogus"}, {"x"}, {"--fsync", "sometimes"}, {"--replicas", "0"}, {"--nats", "nats://x", "--fsync", "always"}},
+		"replay": {{"--bogus", "x"}, {}, {"a", "b"}, {"--rollouts", tree, "--data", empty, "release-B"}},
+		"verify": {{"--bogus", "x"}, {}, {"--data", empty, "x.jsonl"}},
+		"serve": {{"--bogus"}, {"x"}, {"--fsync", "sometimes"}, {"--replicas", "0"}, {"--nats", "nats://x", "--fsync", "always"},
+			{"--nkey", "seed.nk"}, {"--nats", "nats://x", "--auth", "users.json"}},
+		"credentials": {{"--bogus"}, {"x"}},
 		"tree":        {{"--bogus"}, {"a", "b"}, {"--rollouts", tree, "--data", empty}},
 		"unconfirmed": {{"--bogus"}, {"a"}, {"--rollouts", tree, "--data", empty}},
 		"threads":     {{"--bogus"}, {"a"}, {"--limit", "0"}, {"--limit", "x"}, {"--rollouts", tree, "--data", empty}},
@@ -57,6 +59,7 @@ func TestExitCodesEveryCommand(t *testing.T) {
 		"gc":          {"--data", empty},
 		"import":      {"--data", empty, tree},
 		"workers":     {"--data", empty},
+		"credentials": {"new", "--role", "agent", "--out", example("mid-turn-compaction")}, // exists: never replaced
 	}
 	root := newRootCmd(&bytes.Buffer{}, &bytes.Buffer{})
 	for _, c := range root.Commands() {

@@ -49,6 +49,7 @@ Three kinds of command:
   through the bus of a serving coordinator (DIR/nats.url, or --nats URL):
                           serve itself; import, fork, rollback, revert, resume, reconcile, gc,
                           workers
+  credentials new makes a user of the bus (agent, operator, coordinator).
   completion SHELL prints a shell completion script (bash, zsh, fish, powershell).
 Logbook v1 rollouts and Codex rollouts (version 0, as found under
 ~/.codex/sessions) are both read.
@@ -84,6 +85,7 @@ wrong arguments).`,
 		newGCCmd(),
 		newImportCmd(),
 		newWorkersCmd(),
+		newCredentialsCmd(),
 	)
 	markRuntime(root)
 	return root

@@ -19,6 +19,7 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var cfg serve.Config
+	var creds stream.Credentials
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the coordinator: the JetStream bus (embedded by default) for a data dir",
@@ -67,6 +68,12 @@ another configuration) or fails, 2 for a usage error.`,
 			if cfg.LeaseTTL < time.Second {
 				return fmt.Errorf("--lease-ttl %s: want 1s or more", cfg.LeaseTTL)
 			}
+			if cfg.NATSURL == "" && creds.Given() {
+				return errors.New("--creds, --nkey, --user, --password and --token are for --nats; the embedded server's users are --auth FILE")
+			}
+			if cfg.NATSURL != "" && cfg.Security.AuthFile != "" {
+				return errors.New("--auth configures the embedded server; with --nats, users are the cluster's configuration (see deploy/nats-cluster)")
+			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -82,6 +89,12 @@ another configuration) or fails, 2 for a usage error.`,
 			if cfg.ColdAfter == 0 {
 				cfg.ColdAfter = -1 // --cold-after 0s: never
 			}
+			if cfg.NATSURL == "" {
+				// The embedded server's own certificate, key and client CA.
+				cfg.Security.TLSCert, cfg.Security.TLSKey, cfg.Security.TLSCA = creds.TLSCert, creds.TLSKey, creds.TLSCA
+			} else {
+				cfg.Security.Client = withEnv(creds)
+			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			cfg.Stdout = cmd.OutOrStdout()
 			return serve.Run(ctx, cfg)
@@ -96,6 +109,12 @@ another configuration) or fails, 2 for a usage error.`,
 	f.DurationVar(&cfg.ColdAfter, "cold-after", mirror.DefaultColdAfter, "compress a rollout's mirror file once it is idle for `D` (0s: never)")
 	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", stream.DefaultLeaseTTL, "how long `D` a writer's lease and a worker's heartbeat live without renewal: the longest a dead agent's thread waits for another worker (fixed when the bus is first set up)")
 	f.StringVar(&cfg.Fsync, "fsync", stream.FsyncAlways, "`MODE`: always fsyncs before every ack, interval every 2 minutes (see docs/DURABILITY.md)")
+	f.StringVar(&cfg.Security.AuthFile, "auth", "", "users `FILE` of the embedded server (JSON, see docs/SECURITY.md); needed to listen beyond loopback")
+	f.StringVar(&cfg.Security.HTTPTokenFile, "http-token", "", "`FILE` holding the bearer token the HTTP API requires; needed to --listen beyond loopback")
+	addCredFlags(f, &creds)
+	f.Lookup("tls-cert").Usage = "PEM certificate `FILE`: the embedded server's (clients connect with TLS), or with --nats the client certificate"
+	f.Lookup("tls-key").Usage = "PEM key `FILE` of --tls-cert"
+	f.Lookup("tls-ca").Usage = "PEM CA `FILE`: with the embedded server, client certificates must chain to it (mutual TLS); with --nats, the cluster's certificates must"
 	return cmd
 }
 

@@ -60,7 +60,11 @@ func openDataBus(ctx context.Context, dir string) (*stream.Bus, func(), string) 
 		return nil, nil, fmt.Sprintf("not checked: %s has no %s (no coordinator is serving it)", dir, datadir.NATSURL)
 	}
 	url := strings.TrimSpace(string(b))
-	nc, err := stream.Dial(url, "logbook-verify", slog.New(slog.DiscardHandler))
+	opts, err := dialOptions(stream.Credentials{}, dir)
+	if err != nil {
+		return nil, nil, fmt.Sprintf("not checked: %v", err)
+	}
+	nc, err := stream.Dial(url, "logbook-verify", slog.New(slog.DiscardHandler), opts...)
 	if err != nil {
 		return nil, nil, fmt.Sprintf("not checked: the bus at %s is not reachable (%v); is a coordinator serving %s?", url, err, dir)
 	}

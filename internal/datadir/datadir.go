@@ -17,6 +17,7 @@ const (
 	Lock        = "LOCK"
 	NATSURL     = "nats.url"
 	HTTPURL     = "http.url"
+	NATSKey     = "nats.nk" // a serving coordinator's local operator nkey seed (with --auth), 0600
 	NATSStore   = "nats"
 	Rollouts    = "rollouts"
 	MirrorState = "mirror.state"
@@ -47,6 +48,10 @@ func URLPath(dir string) string { return filepath.Join(dir, NATSURL) }
 // HTTPURLPath is the file that holds the serving coordinator's HTTP URL
 // (the address it bound, port 0 resolved).
 func HTTPURLPath(dir string) string { return filepath.Join(dir, HTTPURL) }
+// KeyPath is the file that holds the serving coordinator's local operator
+// nkey seed: commands run through the data dir use it when given no
+// credentials.
+func KeyPath(dir string) string { return filepath.Join(dir, NATSKey) }
 
 // PlainPath is the uncompressed mirror file of a rollout (which may not
 // exist).

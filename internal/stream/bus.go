@@ -174,24 +174,6 @@ func (b *Bus) Tail(ctx context.Context, rolloutID string) (Tail, error) {
 	return Tail{Seq: m.Seq, Ordinal: p.Last, Epoch: p.Epoch}, nil
 }
 
-// RecordThread records rolloutID as thread's rollout in THREADS unless the
-// thread has one already, and returns the rollout THREADS now holds. Each
-// call is bounded and retried like every bus call.
-func (b *Bus) RecordThread(ctx context.Context, thread, rolloutID string) (string, error) {
-	_, err := b.threads.Create(ctx, thread, []byte(rolloutID))
-	if err == nil {
-		return rolloutID, nil
-	}
-	if !errors.Is(err, jetstream.ErrKeyExists) {
-		return "", fmt.Errorf("stream: THREADS %s: %w", thread, err)
-	}
-	e, gerr := b.threads.Get(ctx, thread)
-	if gerr != nil || len(e.Value()) == 0 {
-		return "", fmt.Errorf("stream: THREADS %s: %w", thread, errors.Join(err, gerr))
-	}
-	return string(e.Value()), nil
-}
-
 // StreamInfo reads a stream's info (with opts, such as a subject filter),
 // bounded and retried like every bus call.
 func (b *Bus) StreamInfo(ctx context.Context, name string, opts ...jetstream.StreamInfoOpt) (*jetstream.StreamInfo, error) {

@@ -42,6 +42,11 @@ func Dial(urls, name string, log *slog.Logger, extra ...nats.Option) (*nats.Conn
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("reconnected to the bus", "url", c.ConnectedUrlRedacted())
 		}),
+		// The server answers a denied publish or subscribe with nothing but
+		// this asynchronous error (a denied request just times out): say so.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("bus error", "err", err)
+		}),
 		nats.ClosedHandler(func(c *nats.Conn) {
 			if err := c.LastError(); err != nil {
 				log.Warn("bus connection closed", "err", err)

@@ -19,6 +19,13 @@
 //	                 what was received); file storage; Duplicates 2m
 //	KV THREADS       thread id -> current rollout id; history 1
 //	KV LEASES        thread id -> lease value; history 1; bucket TTL = lease TTL
+//	request          logbook.api.threads.record: {"thread","rollout"} ->
+//	                 {"rollout"} or {"error"}; a coordinator (queue group
+//	                 logbook-coordinators) records a new thread in THREADS,
+//	                 create-only, when the rollout's first valid record is the
+//	                 thread's canonical session_meta. RecordThread uses it and
+//	                 writes THREADS itself only when no coordinator answers,
+//	                 so agents need no THREADS writes (docs/SECURITY.md)
 //
 // IDs used as subject tokens match ^[A-Za-z0-9_-]{1,128}$ (rollout.ValidateID).
 // Setup creates what is missing and never changes what exists: a stream or
@@ -145,6 +152,12 @@
 // one attempt. A leader election therefore costs a few retries (a new leader
 // answers within about a second on a LAN); a cluster without quorum fails
 // each caller at its own deadline.
+//
+// Credentials (--creds, --nkey, --user/--password, --token, --tls-ca,
+// --tls-cert, --tls-key, as the nats CLI takes them) become Dial's extra
+// options through Credentials.Options, the one place they are built. Dial
+// logs the server's asynchronous errors: a permission violation is only
+// that (a denied request is not answered and times out).
 //
 // Dial connects clients with bounded reconnects: a dial waits at most
 // ConnectTimeout (2 s); a lost connection is retried over every URL given

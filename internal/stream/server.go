@@ -29,6 +29,14 @@ type ServerConfig struct {
 	Listen   string // client host:port; port 0 means a random port; default 127.0.0.1:4222
 	Fsync    string // FsyncAlways (default) or FsyncInterval
 	Logger   *slog.Logger
+
+	// Users and NKeys, when any is set, are the only clients the server
+	// accepts (each with its permissions); none means no authentication.
+	Users []*server.User
+	NKeys []*server.NkeyUser
+	// TLS, when set, makes clients connect with TLS (in-process
+	// connections excepted); with its CaFile and Verify, mutual TLS.
+	TLS *server.TLSConfigOpts
 }
 
 // StartServer starts an embedded nats-server with JetStream, its own signal
@@ -55,6 +63,15 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		Port:       port,
 		NoSigs:     true, // the server's own handler would os.Exit and skip our shutdown
 		MaxPayload: EmbeddedMaxPayload,
+	}
+	opts.Users, opts.Nkeys = cfg.Users, cfg.NKeys
+	if cfg.TLS != nil {
+		tc, err := server.GenTLSConfig(cfg.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("stream: embedded nats-server TLS (--tls-cert, --tls-key, --tls-ca): %w", err)
+		}
+		opts.TLSConfig, opts.TLS, opts.TLSVerify = tc, true, cfg.TLS.Verify
+		opts.TLSTimeout = cfg.TLS.Timeout
 	}
 	switch cfg.Fsync {
 	case "", FsyncAlways:

@@ -34,6 +34,7 @@ type Config struct {
 	Listen     string        // HTTP address; default 127.0.0.1:7420, port 0 = random
 	Fsync      string        // stream.FsyncAlways (default) or stream.FsyncInterval; embedded only
 	LeaseTTL   time.Duration // 0: stream.DefaultLeaseTTL
+	Security   Security      // credentials and TLS (auth.go)
 	Logger     *slog.Logger  // nil: slog.Default()
 	Stdout     io.Writer     // start-up lines (the URLs); nil: discarded
 	// Ready, when set, is called once everything is up.
@@ -73,6 +74,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:7420"
 	}
+	if err := checkExposure(cfg); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("serve: data dir: %w", err)
 	}
@@ -95,10 +99,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	var ns *server.Server
 	var nc *nats.Conn
+	var emb *embedded
 	url := cfg.NATSURL
 	if url == "" {
+		if emb, err = loadEmbedded(cfg.Security); err != nil {
+			return err
+		}
 		ns, err = stream.StartServer(stream.ServerConfig{
 			StoreDir: filepath.Join(cfg.DataDir, datadir.NATSStore), Listen: cfg.NATSListen, Fsync: cfg.Fsync, Logger: log,
+			Users: emb.users, NKeys: emb.nkeys, TLS: emb.tls,
 		})
 		if err != nil {
 			return err
@@ -109,9 +118,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			log.Info("embedded nats-server stopped")
 		}()
 		url = ns.ClientURL()
-		nc, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("logbook-coordinator"))
+		nc, err = nats.Connect("", append(emb.connectOptions(log), nats.InProcessServer(ns), nats.Name("logbook-coordinator"))...)
 	} else {
-		nc, err = connectExternal(url)
+		nc, err = connectExternal(url, cfg.Security.Client)
 	}
 	if err != nil {
 		return fmt.Errorf("serve: connect to %s (--nats): %w", url, err)
@@ -133,11 +142,21 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	} else if len(moved) > 0 {
 		log.Info("rolled forward half-done reverts", "threads", moved)
 	}
+	// Agents' new threads are recorded in THREADS through here.
+	recSub, err := bus.ServeThreadRecords(log)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer recSub.Unsubscribe()
 	mr, err := startMirror(ctx, cfg, bus, log)
 	if err != nil {
 		return err
 	}
 	defer mr.stop()
+	if err := writeLocalKey(cfg.DataDir, emb); err != nil {
+		return err
+	}
+	defer removeLocalKey(cfg.DataDir, emb)
 	urlFile := datadir.URLPath(cfg.DataDir)
 	if err := writeFileAtomic(urlFile, []byte(url+"\n")); err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -158,7 +177,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	defer func() { stopSup(); <-supDone }()
 	mux := health(nc, url, mr.degraded)
 	mux.HandleFunc("GET /status", mr.status)
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	handler, err := withToken(mux, cfg.Security.HTTPTokenFile)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- hs.Serve(ln) }()
 	defer func() {
@@ -294,9 +317,13 @@ func writeFileAtomic(path string, data []byte) error {
 // names. The first connection must succeed within seconds (a wrong URL is
 // reported as "connection refused", not as a setup timeout a minute later);
 // once connected, a lost connection is retried for as long as it serves.
-func connectExternal(urls string) (*nats.Conn, error) {
-	nc, err := nats.Connect(urls, nats.Name("logbook-coordinator"),
-		nats.Timeout(stream.ConnectTimeout), nats.MaxReconnects(-1))
+func connectExternal(urls string, creds stream.Credentials) (*nats.Conn, error) {
+	opts, err := creds.Options()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(urls, append([]nats.Option{nats.Name("logbook-coordinator"),
+		nats.Timeout(stream.ConnectTimeout), nats.MaxReconnects(-1)}, opts...)...)
 	if err != nil {
 		// nats.go reports every refused dial as "no servers available";
 		// dial one URL ourselves to say why.
