@@ -2,9 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -85,42 +82,14 @@ func Connect(ctx context.Context, urls string, o Options) (*Client, error) {
 }
 
 // natsOptions turns the credentials, TLS and reconnect settings into
-// connection options.
+// connection options, by the coordinator's own rule (stream.Credentials:
+// one kind of credential, files read now so a bad one is named at once).
 func (o Options) natsOptions() ([]nats.Option, error) {
-	var out []nats.Option
-	n := 0
-	if o.CredsFile != "" {
-		n++
-		out = append(out, nats.UserCredentials(o.CredsFile))
-	}
-	if o.NKeySeedFile != "" {
-		n++
-		opt, err := nats.NkeyOptionFromSeed(o.NKeySeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("agent: nkey seed %s: %w", o.NKeySeedFile, err)
-		}
-		out = append(out, opt)
-	}
-	if o.Token != "" {
-		n++
-		out = append(out, nats.Token(o.Token))
-	}
-	if o.User != "" || o.Password != "" {
-		n++
-		if o.User == "" {
-			return nil, errors.New("agent: a password without a user")
-		}
-		out = append(out, nats.UserInfo(o.User, o.Password))
-	}
-	if n > 1 {
-		return nil, errors.New("agent: give one kind of credentials (creds file, nkey seed, token, or user and password)")
-	}
-	if o.CAFile != "" || o.CertFile != "" || o.KeyFile != "" {
-		cfg, err := o.tlsConfig()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, nats.Secure(cfg))
+	c := stream.Credentials{CredsFile: o.CredsFile, NKeyFile: o.NKeySeedFile, User: o.User, Password: o.Password,
+		Token: o.Token, TLSCA: o.CAFile, TLSCert: o.CertFile, TLSKey: o.KeyFile}
+	out, err := c.Options()
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if o.MaxReconnects > 0 {
 		out = append(out, nats.MaxReconnects(o.MaxReconnects))
@@ -129,32 +98,6 @@ func (o Options) natsOptions() ([]nats.Option, error) {
 		out = append(out, nats.ReconnectWait(o.ReconnectWait))
 	}
 	return out, nil
-}
-
-func (o Options) tlsConfig() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("agent: TLS CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("agent: TLS CA %s: no PEM certificate in it", o.CAFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if (o.CertFile == "") != (o.KeyFile == "") {
-		return nil, errors.New("agent: a TLS client certificate needs both CertFile and KeyFile")
-	}
-	if o.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("agent: TLS client certificate: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
 }
 
 // Conn is the client's NATS connection, for an agent's own traffic beside

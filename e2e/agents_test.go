@@ -46,14 +46,23 @@ func agentSimBin(t testing.TB) string {
 type simBus struct {
 	data, url, ledger string
 	serve, world      *child
+	// agentConn are the credential flags of agents (workers, runs); empty
+	// on a bus without authentication.
+	agentConn []string
 }
 
 func startSimBus(t testing.TB, leaseTTL string) *simBus {
+	return startSimBusWith(t, leaseTTL, nil, nil)
+}
+
+// startSimBusWith starts it with extra serve flags; worldConn are the
+// world's credential flags (with --auth in serveArgs).
+func startSimBusWith(t testing.TB, leaseTTL string, serveArgs, worldConn []string, agentConn ...string) *simBus {
 	t.Helper()
 	coord, sim := coordinatorBin(t), agentSimBin(t)
 	dir := t.TempDir()
-	b := &simBus{data: filepath.Join(dir, "data"), ledger: filepath.Join(dir, "world.jsonl")}
-	b.serve = startChild(t, coord, nil, "serve", "--data", b.data, "--nats-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--lease-ttl", leaseTTL)
+	b := &simBus{data: filepath.Join(dir, "data"), ledger: filepath.Join(dir, "world.jsonl"), agentConn: agentConn}
+	b.serve = startChild(t, coord, nil, append([]string{"serve", "--data", b.data, "--nats-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--lease-ttl", leaseTTL}, serveArgs...)...)
 	if !poll(30*time.Second, func() bool {
 		raw, err := os.ReadFile(filepath.Join(b.data, "nats.url"))
 		b.url = strings.TrimSpace(string(raw))
@@ -61,18 +70,20 @@ func startSimBus(t testing.TB, leaseTTL string) *simBus {
 	}) || b.serve.exited() {
 		t.Fatalf("coordinator did not start: %v\n%s", b.serve.err, b.serve.stderr)
 	}
-	b.world = startChild(t, sim, nil, "world", "--nats", b.url, "--ledger", b.ledger)
+	b.world = startChild(t, sim, nil, append([]string{"world", "--nats", b.url, "--ledger", b.ledger}, worldConn...)...)
 	return b
 }
 
 func (b *simBus) worker(t testing.TB, id string, extra ...string) *child {
-	return startChild(t, agentSimBin(t), nil, append([]string{"worker", "--nats", b.url, "--id", id, "--capacity", "4"}, extra...)...)
+	args := append([]string{"worker", "--nats", b.url, "--id", id, "--capacity", "4"}, b.agentConn...)
+	return startChild(t, agentSimBin(t), nil, append(args, extra...)...)
 }
 
 // run runs agent-sim run and decodes its JSON summary.
 func (b *simBus) run(t testing.TB, args ...string) simSummary {
 	t.Helper()
-	cmd := exec.Command(agentSimBin(t), append([]string{"run", "--nats", b.url, "--json", "--timeout", "3m"}, args...)...)
+	args = append(append([]string{"run", "--nats", b.url, "--json", "--timeout", "3m"}, b.agentConn...), args...)
+	cmd := exec.Command(agentSimBin(t), args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {

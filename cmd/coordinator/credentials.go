@@ -22,7 +22,7 @@ func newCredentialsCmd() *cobra.Command {
 may do. Its one command is new.
 
 Exit status: 0 on success, 1 when it fails, 2 for a usage error.`,
-		Example: `  coordinator credentials new --role agent --name worker-1 --auth users.json`,
+		Example: `  coordinator credentials new --role agent --name worker-0 --auth users.json`,
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -52,7 +52,9 @@ exactly what each role may do):
   operator     read everything, run the writing commands (fork, revert, gc ...)
   agent        write rollouts, send mail, take leases, read its mailbox; no
                stream or consumer administration, no purge, no THREADS writes.
-               --thread and --rollout narrow it further.
+               --thread, --rollout and --worker narrow it further;
+               --publish and --subscribe add application subjects (an
+               agent's own request/reply to its tools), never Logbook's.
 
 It makes an nkey pair (or, with --password, a random password), writes the
 secret to --out (mode 0600; an existing file is never replaced), and adds the
@@ -67,9 +69,10 @@ $LOGBOOK_NATS_PASSWORD), on any command, and agent.Options.NKeySeedFile.
 Exit status: 0 when the secret is written (and the users file updated), 1
 when it fails (the --out file exists, the users file is bad), 2 for a usage
 error.`,
-		Example: `  coordinator credentials new --role agent --name worker-1 --auth /etc/logbook/users.json
+		Example: `  coordinator credentials new --role agent --name worker-1 --auth users.json
   coordinator credentials new --role agent --name w2 --thread t-42 --out w2.nk --format conf
-  coordinator credentials new --role operator --name alice --password --auth users.json`,
+  coordinator credentials new --role operator --name alice --password --auth users.json
+  coordinator credentials new --role agent --name tools --publish 'sim.world.>' --auth users.json`,
 		Args: checkedArgs(cobra.NoArgs, func() error {
 			if _, err := auth.ParseRole(fl.role); err != nil {
 				return fmt.Errorf("--role %q: want agent, operator or coordinator", fl.role)
@@ -77,8 +80,8 @@ error.`,
 			if fl.format != "json" && fl.format != "conf" {
 				return fmt.Errorf("--format %q: want json or conf", fl.format)
 			}
-			if fl.role != string(auth.RoleAgent) && (len(fl.scope.Threads) > 0 || len(fl.scope.Rollouts) > 0) {
-				return errors.New("--thread and --rollout scope agents only")
+			if fl.role != string(auth.RoleAgent) && !fl.scope.IsZero() {
+				return errors.New("--thread, --rollout, --worker, --publish and --subscribe scope agents only")
 			}
 			return fl.scope.Check()
 		}),
@@ -95,6 +98,9 @@ error.`,
 	f.StringVar(&fl.format, "format", "json", "without --auth, print the entry as json (users file) or conf (nats-server)")
 	f.StringSliceVar(&fl.scope.Threads, "thread", nil, "agent: only this thread's lease and mailbox (repeatable)")
 	f.StringSliceVar(&fl.scope.Rollouts, "rollout", nil, "agent: publish only on this rollout (repeatable)")
+	f.StringSliceVar(&fl.scope.Workers, "worker", nil, "agent: heartbeat only as this worker `ID` (repeatable)")
+	f.StringSliceVar(&fl.scope.Publish, "publish", nil, "agent: also publish on this application `SUBJECT` (its tools' traffic; repeatable; never Logbook's own)")
+	f.StringSliceVar(&fl.scope.Subscribe, "subscribe", nil, "agent: also subscribe to this application `SUBJECT` (repeatable)")
 	_ = cmd.MarkFlagRequired("role")
 	return cmd
 }

@@ -48,6 +48,7 @@ func URLPath(dir string) string { return filepath.Join(dir, NATSURL) }
 // HTTPURLPath is the file that holds the serving coordinator's HTTP URL
 // (the address it bound, port 0 resolved).
 func HTTPURLPath(dir string) string { return filepath.Join(dir, HTTPURL) }
+
 // KeyPath is the file that holds the serving coordinator's local operator
 // nkey seed: commands run through the data dir use it when given no
 // credentials.

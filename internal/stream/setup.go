@@ -90,8 +90,8 @@ func leasesConfig(replicas int, ttl time.Duration) jetstream.KeyValueConfig {
 	}
 }
 
-// Setup creates ROLLOUTS, MAIL, THREADS and LEASES if they are missing. It is
-// idempotent; an existing one whose configuration differs on a field that
+// Setup creates ROLLOUTS, MAIL, WORK, THREADS, LEASES and WORKERS if they
+// are missing, and the workers' consumer on WORK. It is idempotent; an existing one whose configuration differs on a field that
 // matters (subjects, retention, storage, replicas, limits, lease TTL) is an
 // ErrConfigMismatch naming the stream and the field, and is never changed.
 func Setup(ctx context.Context, js jetstream.JetStream, cfg SetupConfig) error {
@@ -105,6 +105,9 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg SetupConfig) error {
 		if err := ensureBucket(ctx, js, kc); err != nil {
 			return err
 		}
+	}
+	if _, err := js.CreateOrUpdateConsumer(ctx, StreamWork, workConsumerConfig()); err != nil {
+		return fmt.Errorf("stream: set up the workers' consumer on %s: %w", StreamWork, err)
 	}
 	return nil
 }

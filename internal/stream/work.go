@@ -102,17 +102,28 @@ func (b *Bus) Offer(ctx context.Context, thread, reason string) (bool, error) {
 // worker; one not acknowledged within its ack wait goes to another.
 type Offers struct{ cons jetstream.Consumer }
 
-// OpenOffers binds to (creating if needed) the workers' consumer.
+// workConsumerConfig is the workers' one durable consumer on WORK. Setup
+// creates it, so that workers only bind to it (agents may not create or
+// change consumers on WORK).
+func workConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       WorkConsumer,
+		FilterSubject: workPrefix + ">",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// OpenOffers binds to the workers' consumer (creating it if the bus was
+// set up before it existed and these credentials may).
 func (b *Bus) OpenOffers(ctx context.Context) (*Offers, error) {
 	var cons jetstream.Consumer
 	err := b.retry(ctx, "work consumer", func(ctx context.Context) (err error) {
-		cons, err = b.js.CreateOrUpdateConsumer(ctx, StreamWork, jetstream.ConsumerConfig{
-			Durable:       WorkConsumer,
-			FilterSubject: workPrefix + ">",
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       30 * time.Second,
-			DeliverPolicy: jetstream.DeliverAllPolicy,
-		})
+		cons, err = b.js.Consumer(ctx, StreamWork, WorkConsumer)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			cons, err = b.js.CreateOrUpdateConsumer(ctx, StreamWork, workConsumerConfig())
+		}
 		return err
 	})
 	if err != nil {

@@ -35,7 +35,7 @@ func UserConf(e User) string {
 	} else {
 		fmt.Fprintf(&b, " user: %q, password: %q,", e.Name, e.Password)
 	}
-	if len(e.Threads) == 0 && len(e.Rollouts) == 0 {
+	if e.Scope.IsZero() {
 		fmt.Fprintf(&b, " permissions: $%s }\n", ConfVar(e.Role))
 	} else {
 		fmt.Fprintf(&b, " permissions: %s }\n", permsConf(Permissions(e.Role, e.Scope), "  "))

@@ -95,6 +95,41 @@ func TestAgentDoesItsWork(t *testing.T) {
 		if _, err := b.ReadLease(ctx, "t1"); err != nil {
 			t.Fatalf("%s: read lease: %v", user, err)
 		}
+		if err := mb.Close(ctx); err != nil {
+			t.Fatalf("%s: close its mailbox: %v", user, err)
+		}
+		// A worker: heartbeat, take an offer the coordinator made, ack it.
+		if err := b.Heartbeat(ctx, stream.WorkerInfo{ID: "w1", Capacity: 1}); err != nil {
+			t.Fatalf("%s: heartbeat: %v", user, err)
+		}
+		if _, err := r.coord.Offer(ctx, "t-"+user, "test"); err != nil {
+			t.Fatal(err)
+		}
+		offers, err := b.OpenOffers(ctx)
+		if err != nil {
+			t.Fatalf("%s: bind to the offers: %v", user, err)
+		}
+		taken, err := offers.Take(ctx, 1, 3*time.Second)
+		if err != nil || len(taken) != 1 || taken[0].Thread != "t-"+user {
+			t.Fatalf("%s: take an offer: %v %v", user, taken, err)
+		}
+		if err := taken[0].Ack(ctx); err != nil {
+			t.Fatalf("%s: ack an offer: %v", user, err)
+		}
+		// Its own tools' traffic on its application subjects.
+		if user == uScoped {
+			sub, err := b.Conn().SubscribeSync("tools.echo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Conn().Publish("tools.echo", []byte("hi")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sub.NextMsg(3 * time.Second); err != nil {
+				t.Fatalf("%s: its application subject: %v", user, err)
+			}
+			_ = sub.Unsubscribe()
+		}
 		v.none(t, user+" doing its work")
 	}
 }
@@ -150,8 +185,16 @@ func TestAgentCannotWreck(t *testing.T) {
 				}
 				return s.DeleteMsg(ctx, 1)
 			})
-			v.denied(t, "delete a consumer", api+"CONSUMER.DELETE.MAIL.mail-victim", func(ctx context.Context) error {
-				return js.DeleteConsumer(ctx, stream.StreamMail, stream.MailConsumerName("victim"))
+			v.denied(t, "delete the workers' consumer", api+"CONSUMER.DELETE.WORK."+stream.WorkConsumer, func(ctx context.Context) error {
+				return js.DeleteConsumer(ctx, stream.StreamWork, stream.WorkConsumer)
+			})
+			v.denied(t, "change the workers' consumer", api+"CONSUMER.CREATE.WORK."+stream.WorkConsumer, func(ctx context.Context) error {
+				_, err := js.CreateOrUpdateConsumer(ctx, stream.StreamWork, jetstream.ConsumerConfig{Durable: stream.WorkConsumer,
+					FilterSubject: "work.>", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 1})
+				return err
+			})
+			v.denied(t, "delete a bucket's consumer", api+"CONSUMER.DELETE.KV_LEASES.x", func(ctx context.Context) error {
+				return js.DeleteConsumer(ctx, "KV_LEASES", "x")
 			})
 			v.denied(t, "update a stream", api+"STREAM.UPDATE.ROLLOUTS", func(ctx context.Context) error {
 				_, err := js.UpdateStream(ctx, stream.RolloutsConfig(1))
@@ -189,6 +232,23 @@ func TestAgentCannotWreck(t *testing.T) {
 				v.denied(t, "open another thread's mailbox", api+"CONSUMER.CREATE.MAIL.mail-victim", func(ctx context.Context) error {
 					_, err := b.Mailbox(ctx, "victim", 0)
 					return err
+				})
+				v.denied(t, "delete another thread's mailbox", api+"CONSUMER.DELETE.MAIL.mail-victim", func(ctx context.Context) error {
+					return js.DeleteConsumer(ctx, stream.StreamMail, stream.MailConsumerName("victim"))
+				})
+				v.denied(t, "heartbeat as another worker", "$KV.WORKERS.w-victim", func(ctx context.Context) error {
+					return b.Heartbeat(ctx, stream.WorkerInfo{ID: "w-victim", Capacity: 1})
+				})
+				v.denied(t, "subscribe beyond its application subjects", "other.x", func(ctx context.Context) error {
+					sub, err := nc.SubscribeSync("other.x")
+					if err != nil {
+						return err
+					}
+					defer sub.Unsubscribe()
+					if err := nc.FlushWithContext(ctx); err != nil {
+						return err
+					}
+					return errors.New("no error is returned for a plain subscribe")
 				})
 			}
 		})

@@ -42,7 +42,7 @@ const (
 	uCoord    = "coord"
 	uOperator = "op"
 	uAgent    = "agent"  // unscoped
-	uScoped   = "worker" // threads t1 only
+	uScoped   = "worker" // threads t1 and t-worker, worker w1, application subjects tools.>
 	uAlice    = "alice"  // operator with a password
 )
 
@@ -58,7 +58,8 @@ func startRig(t *testing.T) *rig {
 		{uCoord, auth.RoleCoordinator, auth.Scope{}},
 		{uOperator, auth.RoleOperator, auth.Scope{}},
 		{uAgent, auth.RoleAgent, auth.Scope{}},
-		{uScoped, auth.RoleAgent, auth.Scope{Threads: []string{"t1"}}},
+		{uScoped, auth.RoleAgent, auth.Scope{Threads: []string{"t1", "t-" + uScoped}, Workers: []string{"w1"},
+			Publish: []string{"tools.>"}, Subscribe: []string{"tools.>"}}},
 	} {
 		seed, pub, err := auth.NewNKey()
 		if err != nil {

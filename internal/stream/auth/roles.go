@@ -33,14 +33,33 @@ func ParseRole(s string) (Role, error) {
 	return r, nil
 }
 
-// Scope narrows an agent's permissions to some threads and rollouts. Empty
-// lists leave that part unscoped (any thread, any rollout).
+// Scope narrows an agent's permissions to some threads, rollouts and
+// worker ids, and adds the application subjects of its own tools' traffic.
+// Empty lists leave that part unscoped (any thread, any rollout, any worker)
+// or add nothing (Publish, Subscribe).
 type Scope struct {
 	Threads  []string `json:"threads,omitempty"`  // leases and mailboxes it may use
 	Rollouts []string `json:"rollouts,omitempty"` // rollout subjects it may publish on
+	Workers  []string `json:"workers,omitempty"`  // worker ids it may heartbeat as
+	// Application subjects it may also publish on and subscribe to (its own
+	// request/reply to its tools, say); none may touch Logbook's subjects.
+	Publish   []string `json:"publish,omitempty"`
+	Subscribe []string `json:"subscribe,omitempty"`
 }
 
-// Check validates the IDs of a scope.
+// IsZero reports an empty scope.
+func (s Scope) IsZero() bool {
+	return len(s.Threads)+len(s.Rollouts)+len(s.Workers)+len(s.Publish)+len(s.Subscribe) == 0
+}
+
+// Reserved are the subject spaces of Logbook and of NATS itself: no
+// application subject may match a subject in them.
+var Reserved = []string{
+	"rollout.>", "mail.>", "work.>", "logbook.>", "_INBOX.>",
+	"$JS.>", "$KV.>", "$JSC.>", "$O.>", "$SYS.>", "$NRG.>",
+}
+
+// Check validates the IDs and application subjects of a scope.
 func (s Scope) Check() error {
 	for _, id := range s.Threads {
 		if err := rollout.ValidateID("thread id", id); err != nil {
@@ -50,6 +69,30 @@ func (s Scope) Check() error {
 	for _, id := range s.Rollouts {
 		if err := rollout.ValidateID("rollout id", id); err != nil {
 			return fmt.Errorf("auth: scope: %w", err)
+		}
+	}
+	for _, id := range s.Workers {
+		if err := rollout.ValidateID("worker id", id); err != nil {
+			return fmt.Errorf("auth: scope: %w", err)
+		}
+	}
+	for _, subj := range slices.Concat(s.Publish, s.Subscribe) {
+		if err := checkAppSubject(subj); err != nil {
+			return fmt.Errorf("auth: scope: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkAppSubject refuses an invalid subject and one that could match a
+// reserved subject (wildcards included: "*.x" matches "mail.x").
+func checkAppSubject(subj string) error {
+	if !server.IsValidSubject(subj) {
+		return fmt.Errorf("application subject %q is not a valid NATS subject", subj)
+	}
+	for _, r := range Reserved {
+		if server.SubjectsCollide(subj, r) {
+			return fmt.Errorf("application subject %q overlaps %s, which only Logbook's own permissions grant", subj, r)
 		}
 	}
 	return nil
@@ -121,6 +164,7 @@ func coordinatorPerms() *server.Permissions {
 	pub := []string{
 		api + "STREAM.CREATE.*", // Setup: missing streams and buckets
 		rolloutAll(), mailAll(),
+		stream.WorkSubject(">"),          // the supervisor offers threads to workers
 		kv + stream.BucketThreads + ".>", // roll-forward switches THREADS
 		kv + stream.BucketLeases + ".>",
 		stream.SubjectRecordThread,
@@ -156,6 +200,10 @@ func agentPerms(s Scope) *server.Permissions {
 	if len(threads) == 0 {
 		threads = []string{anyOne}
 	}
+	workers := s.Workers
+	if len(workers) == 0 {
+		workers = []string{anyOne}
+	}
 	pub := []string{mailAll(), stream.SubjectRecordThread}
 	if len(s.Rollouts) == 0 {
 		pub = append(pub, rolloutAll())
@@ -172,15 +220,27 @@ func agentPerms(s Scope) *server.Permissions {
 			kv+stream.BucketLeases+"."+t,
 			api+"CONSUMER.CREATE."+stream.StreamMail+"."+cons+"."+stream.MailSubject(t),
 			api+"CONSUMER.MSG.NEXT."+stream.StreamMail+"."+cons,
+			api+"CONSUMER.DELETE."+stream.StreamMail+"."+cons, // Close removes its mailbox
 			jsAck+stream.StreamMail+"."+cons+".>",
 		)
 	}
+	for _, w := range workers {
+		pub = append(pub, kv+stream.BucketWorkers+"."+w) // its heartbeat
+	}
+	work := stream.StreamWork + "." + stream.WorkConsumer
 	pub = append(pub,
+		// Offers: bind to the workers' consumer (the coordinator creates it),
+		// fetch, ack, nak.
+		api+"CONSUMER.INFO."+work,
+		api+"CONSUMER.MSG.NEXT."+work,
+		jsAck+work+".>",
 		api+"INFO",
 		api+"STREAM.INFO."+stream.StreamRollouts,
 		api+"STREAM.INFO."+stream.StreamMail,
+		api+"STREAM.INFO."+stream.StreamWork,
 		api+"STREAM.INFO."+kvPfx+stream.BucketThreads,
 		api+"STREAM.INFO."+kvPfx+stream.BucketLeases,
+		api+"STREAM.INFO."+kvPfx+stream.BucketWorkers,
 		api+"STREAM.MSG.GET."+stream.StreamRollouts,
 		api+"STREAM.MSG.GET."+stream.StreamMail,
 		api+"STREAM.MSG.GET."+kvPfx+stream.BucketThreads,
@@ -188,17 +248,28 @@ func agentPerms(s Scope) *server.Permissions {
 		api+"DIRECT.GET."+kvPfx+stream.BucketThreads+".>",
 		api+"DIRECT.GET."+kvPfx+stream.BucketLeases+".>",
 	)
+	pub = append(pub, s.Publish...)
 	deny := append(slices.Clone(destructive),
 		api+"STREAM.PURGE.>",
 		api+"STREAM.CREATE.>",
 		api+"STREAM.UPDATE.>",
-		api+"CONSUMER.DELETE.>",
+		api+"CONSUMER.CREATE."+stream.StreamWork+".>", // no changing how offers are handed out
+		api+"CONSUMER.DELETE."+stream.StreamWork+".>",
+		api+"CONSUMER.DELETE."+stream.StreamRollouts+".>",
+		api+"CONSUMER.DELETE."+kvPfx+stream.BucketThreads+".>",
+		api+"CONSUMER.DELETE."+kvPfx+stream.BucketLeases+".>",
+		api+"CONSUMER.DELETE."+kvPfx+stream.BucketWorkers+".>",
 		kv+stream.BucketThreads+".>",
 	)
-	return &server.Permissions{
+	p := &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
-		Subscribe: &server.SubjectPermission{Allow: []string{inbox}},
+		Subscribe: &server.SubjectPermission{Allow: append([]string{inbox}, s.Subscribe...)},
 	}
+	if len(s.Subscribe) > 0 {
+		// A service on its application subjects answers the requests it got.
+		p.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: responseTTL}
+	}
+	return p
 }
 
 func rolloutAll() string { return stream.RolloutSubject(">") }

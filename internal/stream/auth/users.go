@@ -94,8 +94,8 @@ func (u *Users) Check() error {
 			return bad("%s: password is not a bcrypt hash ($2a$...): the file holds hashes, never passwords (coordinator credentials new writes one)", where)
 		}
 		keys[e.NKey] = true
-		if e.Role != RoleAgent && (len(e.Threads) > 0 || len(e.Rollouts) > 0) {
-			return bad("%s: threads and rollouts scope agents only", where)
+		if e.Role != RoleAgent && !e.Scope.IsZero() {
+			return bad("%s: threads, rollouts, workers, publish and subscribe scope agents only", where)
 		}
 		if err := e.Scope.Check(); err != nil {
 			return bad("%s: %v", where, err)
