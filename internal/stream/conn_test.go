@@ -62,3 +62,42 @@ func TestRetryWithoutDeadlineEnds(t *testing.T) {
 	}
 	t.Logf("%v after %v", err, took.Round(time.Millisecond))
 }
+
+// TestCloseWithoutDeadlineEnds: a writer closed with a context that has no
+// deadline (a close on the way out) while its server is gone gives up once
+// nothing was acknowledged for UnavailableAfter plus a publish timeout,
+// with ErrBusUnavailable, well before the lease's TTL would stop it.
+func TestCloseWithoutDeadlineEnds(t *testing.T) {
+	ts := startTestServer(t, FsyncInterval)
+	nc := connect(t, ts.url())
+	openBus(t, nc, SetupConfig{LeaseTTL: time.Minute})
+	bus, err := Open(ctxT(t, 10*time.Second), nc, Options{Logger: quiet(), CallTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := bus.TakeLease(ctxT(t, 10*time.Second), "th-close", LeaseOptions{Holder: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := bus.OpenWriter(ctxT(t, 10*time.Second), l, "ro-close", WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Append(ctxT(t, 10*time.Second), meta("th-close", "ro-close")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	ts.stop()
+	if _, err := w.Append(ctxT(t, 10*time.Second), userMsg("never acknowledged")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = w.Close(context.Background())
+	took := time.Since(start)
+	if !errors.Is(err, ErrBusUnavailable) || took > 10*time.Second {
+		t.Fatalf("Close with no deadline and no server: %v after %v", err, took)
+	}
+	t.Logf("%v after %v", err, took.Round(time.Millisecond))
+}

@@ -462,8 +462,10 @@ func (w *Writer) Done() <-chan struct{} { return w.exited }
 
 // Close stops taking records, waits until everything appended is
 // acknowledged (retrying through failures) or ctx ends, and stops the
-// publisher. A deferred rollout publishes nothing. The lease is not
-// released: it belongs to the caller.
+// publisher. A ctx without a deadline (a close on the way out) still ends:
+// Close gives up once nothing was acknowledged for the bus's
+// UnavailableAfter plus one publish timeout. A deferred rollout publishes
+// nothing. The lease is not released: it belongs to the caller.
 func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Lock()
 	already := w.closing
@@ -473,7 +475,7 @@ func (w *Writer) Close(ctx context.Context) error {
 	w.mu.Unlock()
 	var err error
 	if materialized && !already {
-		err = w.wait(ctx, false)
+		err = w.waitProgress(ctx)
 	}
 	w.abort()
 	<-w.exited
@@ -484,4 +486,26 @@ func (w *Writer) Close(ctx context.Context) error {
 	}
 	w.stopLocked(fmt.Errorf("rollout %s: %w", w.rollout, ErrClosed))
 	return err
+}
+
+// waitProgress is wait (through failures) bounded, when ctx has no
+// deadline, by progress: it gives up after a stall of UnavailableAfter plus
+// one publish timeout with nothing acknowledged.
+func (w *Writer) waitProgress(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); ok {
+		return w.wait(ctx, false)
+	}
+	stall := w.bus.unavailableAfter + w.opts.PublishTimeout
+	for {
+		before := w.Acked()
+		sctx, cancel := context.WithTimeout(ctx, stall)
+		err := w.wait(sctx, false)
+		cancel()
+		if err == nil || ctx.Err() != nil || w.Acked() == before {
+			if err != nil && sctx.Err() != nil && ctx.Err() == nil {
+				err = fmt.Errorf("%w: nothing acknowledged for %s: %w", ErrBusUnavailable, stall, err)
+			}
+			return err
+		}
+	}
 }
