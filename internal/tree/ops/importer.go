@@ -60,16 +60,21 @@ func Import(ctx context.Context, bus *stream.Bus, dir, holder string, progress f
 	return out, nil
 }
 
-// importFile imports one file; the error is the one in Imported.Err.
+// importFile imports one file. The error is the file's failure (also in
+// Imported.Err), or a bus that stopped answering while its lease was
+// released (the file itself is imported): either stops the import when it
+// is stream.ErrBusUnavailable.
 func importFile(ctx context.Context, bus *stream.Bus, path, holder string) (Imported, error) {
-	im, err := importOne(ctx, bus, path, holder)
+	var release error
+	im, err := importOne(ctx, bus, path, holder, &release)
 	if err != nil {
 		im.Err = err.Error()
+		return im, err
 	}
-	return im, err
+	return im, release
 }
 
-func importOne(ctx context.Context, bus *stream.Bus, path, holder string) (im Imported, err error) {
+func importOne(ctx context.Context, bus *stream.Bus, path, holder string, release *error) (im Imported, err error) {
 	im = Imported{Path: path}
 	fail := func(err error) (Imported, error) { return im, err }
 	log, err := rollout.OpenFile(path)
@@ -122,7 +127,7 @@ func importOne(ctx context.Context, bus *stream.Bus, path, holder string) (im Im
 	if err != nil {
 		return fail(err)
 	}
-	defer lease.Release(context.WithoutCancel(ctx))
+	defer func() { *release = lease.Release(context.WithoutCancel(ctx)) }()
 	w, err := bus.OpenWriter(ctx, lease, im.Rollout, stream.WriterOptions{})
 	if err != nil {
 		return fail(err)
