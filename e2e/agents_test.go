@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/natstest"
 	"github.com/logbook-agents/logbook/internal/replay"
 	"github.com/logbook-agents/logbook/internal/rollout"
+	"github.com/logbook-agents/logbook/internal/stream"
 )
 
 var (
@@ -339,7 +341,7 @@ func TestAgentTreeOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 3-node cluster and real processes")
 	}
-	nodes := startCluster(t)
+	nodes := natstest.StartCluster(t, 3, stream.EmbeddedMaxPayload).Nodes
 	var urls []string
 	for _, name := range []string{"n1", "n2", "n3"} {
 		urls = append(urls, nodes[name].ClientURL())

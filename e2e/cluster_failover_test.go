@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -21,110 +20,123 @@ import (
 	"github.com/logbook-agents/logbook/internal/stream"
 )
 
-// TestImportRidesLeaderFailover: `coordinator serve --replicas 3` on a
-// three-node cluster, `coordinator import` of a few hundred rollouts, the
-// ROLLOUTS stream leader shut down hard a moment into the import. The import
-// completes (exit 0) and every rollout is on the bus.
-func TestImportRidesLeaderFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("three-node cluster and the coordinator binary")
-	}
-	if os.Getenv("LOGBOOK_FAILOVER") == "" {
-		// Passes on an idle machine, but once in about seven runs under
-		// load the import stalls past its 50 s timeout after the failover
-		// (issue 8, item 15, still open); `make failover` runs it.
-		t.Skip("set LOGBOOK_FAILOVER=1 (make failover) to run the leader-failover test")
-	}
-	bin := coordinatorBin(t)
-	nodes := startCluster(t)
-	var urls []string
-	for _, ns := range nodes {
-		urls = append(urls, ns.ClientURL())
-	}
-	natsURL := strings.Join(urls, ",")
+// failoverCluster is a three-node cluster, a coordinator serving it with
+// --replicas 3, n rollout files to import, and a client to watch ROLLOUTS.
+type failoverCluster struct {
+	t       *testing.T
+	bin     string
+	c       *natstest.Cluster
+	url     string
+	src     string // the files to import
+	dataDir string
+	srv     *child
+	js      jetstream.JetStream
+}
 
-	src := t.TempDir()
-	const n = 300
-	for s := int64(1); s <= n; s++ {
+func startFailoverCluster(t *testing.T, n int) *failoverCluster {
+	t.Helper()
+	f := &failoverCluster{t: t, bin: coordinatorBin(t)}
+	f.c = natstest.StartCluster(t, 3, stream.EmbeddedMaxPayload)
+	f.url = f.c.URLs()
+
+	f.src = t.TempDir()
+	for s := int64(1); s <= int64(n); s++ {
 		id := fmt.Sprintf("failover-%d", s)
 		recs := gen.All(gen.Config{Seed: s, Records: 20 + int(s%5)*4})
-		if err := os.WriteFile(filepath.Join(src, id+".jsonl"), rollout.MemOf(id, recs).Bytes(), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(f.src, id+".jsonl"), rollout.MemOf(id, recs).Bytes(), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	dir := t.TempDir()
-	srv := startChild(t, bin, nil, "serve", "--data", dir, "--nats", natsURL, "--replicas", "3", "--listen", "127.0.0.1:0")
-	if !poll(60*time.Second, func() bool {
-		_, err := os.Stat(filepath.Join(dir, "nats.url"))
-		return err == nil || srv.exited()
-	}) || srv.exited() {
-		t.Fatalf("coordinator not serving: %v\n%s", srv.err, srv.stderr)
-	}
+	f.dataDir = t.TempDir()
+	f.srv = startChild(t, f.bin, nil, "serve", "--data", f.dataDir, "--nats", f.url, "--replicas", "3", "--listen", "127.0.0.1:0")
+	_, httpAddr := boundAddrs(t, f.srv, f.dataDir)
+	waitHealthy(t, f.srv, httpAddr, 60*time.Second)
 
-	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(f.url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	info := func() *jetstream.StreamInfo {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s, err := js.Stream(ctx, stream.StreamRollouts)
-		if err != nil {
-			return nil
-		}
-		return s.CachedInfo()
-	}
+	t.Cleanup(nc.Close)
+	f.js, _ = jetstream.New(nc)
+	return f
+}
 
-	impURL := natsURL
-	if os.Getenv("XFO_URL") == "leader" {
-		impURL = nodes[info().Cluster.Leader].ClientURL()
+// info is ROLLOUTS' info, or nil when it cannot be read now.
+func (f *failoverCluster) info() *jetstream.StreamInfo {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := f.js.Stream(ctx, stream.StreamRollouts)
+	if err != nil {
+		return nil
 	}
-	at := uint64(50)
-	if v := os.Getenv("XFO_AT"); v != "" {
-		fmt.Sscan(v, &at)
-	}
-	start := time.Now()
-	imp := startChild(t, bin, nil, "import", "--nats", impURL, "--timeout", "50s", src)
+	return s.CachedInfo()
+}
+
+// startImport starts `coordinator import` of every file and waits until
+// ROLLOUTS holds at least msgs messages, the import still running.
+func (f *failoverCluster) startImport(msgs uint64) *child {
+	t := f.t
+	t.Helper()
+	imp := startChild(t, f.bin, nil, "import", "--nats", f.url, "--timeout", "50s", f.src)
 	if !poll(30*time.Second, func() bool {
-		i := info()
-		return imp.exited() || (i != nil && i.State.Msgs >= at)
+		i := f.info()
+		return imp.exited() || (i != nil && i.State.Msgs >= msgs)
 	}) {
 		t.Fatalf("import published nothing\n%s", imp.stderr)
 	}
 	if imp.exited() {
-		t.Fatalf("import finished before the leader could be killed (%v); make the set larger\n%s", imp.err, imp.stderr)
+		t.Fatalf("import finished before the nodes could be stopped (%v); make the set larger\n%s", imp.err, imp.stderr)
 	}
-	i := info()
+	return imp
+}
+
+// waitExit waits up to d for the child, dumping its goroutines (SIGQUIT)
+// when it is still running, so the failure says where it hangs.
+func waitExit(t *testing.T, c *child, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(d):
+		_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+		<-c.done
+		t.Fatalf("%s still running after %s; its goroutines:\n%s", what, d, c.stderr)
+	}
+}
+
+// TestImportRidesLeaderFailover: `coordinator serve --replicas 3` on a
+// three-node cluster, `coordinator import` of a few hundred rollouts, the
+// ROLLOUTS stream leader shut down hard a moment into the import. The import
+// completes (exit 0), every rollout is on the bus, and verify --data finds
+// bus, mirror and index equal.
+func TestImportRidesLeaderFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three-node cluster and the coordinator binary")
+	}
+	const n = 300
+	f := startFailoverCluster(t, n)
+	start := time.Now()
+	imp := f.startImport(50)
+	i := f.info()
+	if i == nil || i.Cluster == nil {
+		t.Fatal("no ROLLOUTS cluster info")
+	}
 	leader := i.Cluster.Leader
-	nodes[leader].Shutdown()
-	nodes[leader].WaitForShutdown()
+	f.c.Kill(leader)
 	t.Logf("shut down ROLLOUTS leader %s at %d messages, %v into the import", leader, i.State.Msgs, time.Since(start).Round(time.Millisecond))
 
-	select {
-	case <-imp.done:
-	case <-time.After(40 * time.Second):
-		// Hung: dump its goroutines (SIGQUIT) so the failure says where.
-		_ = imp.cmd.Process.Signal(syscall.SIGQUIT)
-		<-imp.done
-		t.Fatalf("import still running 40s after the leader was killed; its goroutines:\n%s", imp.stderr)
-	}
+	waitExit(t, imp, 40*time.Second, "import, 40s after the leader was shut down,")
 	if imp.err != nil {
 		t.Fatalf("import: %v\n%s", imp.err, imp.stderr)
 	}
 	t.Logf("import done in %v", time.Since(start).Round(time.Millisecond))
-	if os.Getenv("XFO_LOG") != "" {
-		t.Logf("import stderr:\n%s", imp.stderr)
-	}
 
 	// Every rollout is on the bus under the new leader.
 	var subjects int
 	if !poll(20*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		s, err := js.Stream(ctx, stream.StreamRollouts)
+		s, err := f.js.Stream(ctx, stream.StreamRollouts)
 		if err != nil {
 			return false
 		}
@@ -144,18 +156,61 @@ func TestImportRidesLeaderFailover(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		var err error
-		out, err = exec.CommandContext(ctx, bin, "verify", "--data", dir).CombinedOutput()
+		out, err = exec.CommandContext(ctx, f.bin, "verify", "--data", f.dataDir).CombinedOutput()
 		return err == nil
 	}) {
-		t.Fatalf("verify --data after the failover never passed:\n%s\ncoordinator:\n%s", out, srv.stderr)
+		t.Fatalf("verify --data after the failover never passed:\n%s\ncoordinator:\n%s", out, f.srv.stderr)
 	}
-	if os.Getenv("XFO_LOG") != "" {
-		t.Logf("verify passed %v after start; serve stderr:\n%s", time.Since(start).Round(time.Millisecond), srv.stderr)
-	}
+	t.Logf("verify --data clean %v after the import started", time.Since(start).Round(time.Millisecond))
 }
 
-// startCluster starts three in-process JetStream nodes on OS-chosen ports.
-func startCluster(t *testing.T) map[string]*server.Server {
-	t.Helper()
-	return natstest.StartCluster(t, 3, stream.EmbeddedMaxPayload).Nodes
+// TestImportFailsWhenQuorumLost: two of three nodes (the ROLLOUTS leader
+// among them) shut down under an import. No quorum is left, so nothing can
+// be written: the import exits non-zero within a bounded time (the lease
+// TTL and the bus's unavailability bound, well inside its --timeout) with
+// one line on stderr saying the bus is unavailable, and does not try the
+// files left one by one.
+func TestImportFailsWhenQuorumLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three-node cluster and the coordinator binary")
+	}
+	f := startFailoverCluster(t, 300)
+	imp := f.startImport(50)
+	i := f.info()
+	if i == nil || i.Cluster == nil {
+		t.Fatal("no ROLLOUTS cluster info")
+	}
+	stopped := []string{i.Cluster.Leader}
+	for _, r := range i.Cluster.Replicas {
+		if len(stopped) < 2 {
+			stopped = append(stopped, r.Name)
+		}
+	}
+	lost := time.Now()
+	for _, name := range stopped {
+		f.c.Kill(name)
+	}
+	t.Logf("shut down %v at %d messages", stopped, i.State.Msgs)
+
+	// Lease TTL 15 s + one call timeout, or the bus's unavailability bound
+	// (20 s) + one call timeout, with room for a loaded machine.
+	const bound = 40 * time.Second
+	waitExit(t, imp, bound+10*time.Second, "import without quorum")
+	took := time.Since(lost)
+	if imp.err == nil {
+		t.Fatalf("import without quorum exited 0\n%s", imp.stderr)
+	}
+	if took > bound {
+		t.Fatalf("import without quorum took %v to fail (bound %v)\n%s", took.Round(time.Millisecond), bound, imp.stderr)
+	}
+	var last string
+	for _, l := range strings.Split(strings.TrimSpace(imp.stderr.String()), "\n") {
+		if strings.HasPrefix(l, "coordinator: ") {
+			last = l
+		}
+	}
+	if !strings.Contains(last, "bus unavailable") || !strings.Contains(last, "the bus stopped answering") {
+		t.Fatalf("import without quorum: want one line saying the bus is unavailable, got %q\nstderr:\n%s", last, imp.stderr)
+	}
+	t.Logf("failed after %v: %s", took.Round(time.Millisecond), last)
 }
