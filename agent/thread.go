@@ -137,8 +137,12 @@ func (c *Client) bind(ctx context.Context, lease *stream.Lease, rolloutID string
 	if err != nil {
 		return nil, fmt.Errorf("agent: thread %s: %w", lease.Thread(), err)
 	}
+	return c.newThread(lease, rolloutID, w), nil
+}
+
+func (c *Client) newThread(lease *stream.Lease, rolloutID string, w *stream.Writer) *Thread {
 	return &Thread{c: c, id: lease.Thread(), rollout: rolloutID, lease: lease, w: w,
-		calls: map[string]rollout.OpenCall{}, used: map[string]bool{}, proven: map[string]rollout.OpenCall{}}, nil
+		calls: map[string]rollout.OpenCall{}, used: map[string]bool{}, proven: map[string]rollout.OpenCall{}}
 }
 
 // Task is what a parent asks of a child.
@@ -287,11 +291,14 @@ func (c *Client) Open(ctx context.Context, thread string, o OpenOptions) (*Threa
 		lease.Release(context.WithoutCancel(ctx))
 		return nil, nil, fmt.Errorf("agent: open %s: %w", thread, err)
 	}
-	t, err := c.bind(ctx, lease, rep.Rollout)
+	// The writer continues at the tail the resume read (and extended past
+	// what it appended): the rollout is not read a third time.
+	w, err := c.bus.OpenWriterAt(ctx, lease, rep.Rollout, rep.Tail, stream.WriterOptions{})
 	if err != nil {
 		lease.Release(context.WithoutCancel(ctx))
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("agent: thread %s: %w", thread, err)
 	}
+	t := c.newThread(lease, rep.Rollout, w)
 	res := &Resumed{State: rep.State, Aborted: rep.Aborted, Findings: rep.Findings, Resent: rep.Resent}
 	if rep.State != nil {
 		res.Unknown = rep.State.DanglingCalls
