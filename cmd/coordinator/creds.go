@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/nats-io/nats.go"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/stream"
+	"github.com/logbook-agents/logbook/internal/stream/serve"
 )
 
 // addCredFlags registers the bus credential and TLS flags, the nats CLI's
@@ -46,6 +49,19 @@ func dialOptions(c stream.Credentials, dir string) ([]nats.Option, error) {
 		if _, err := os.Stat(key); err == nil {
 			c.NKeyFile = key
 		} else if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	if !c.TLS() && dir != "" {
+		b, err := os.ReadFile(datadir.TLSPath(dir))
+		switch {
+		case err == nil:
+			var lt serve.LocalTLS
+			if err := json.Unmarshal(b, &lt); err != nil || lt.Trust == "" {
+				return nil, fmt.Errorf("%s: not the TLS files of a serving coordinator: %v", datadir.TLSPath(dir), err)
+			}
+			c.TLSCA, c.TLSCert, c.TLSKey = lt.Trust, lt.Cert, lt.Key
+		case !errors.Is(err, os.ErrNotExist):
 			return nil, err
 		}
 	}

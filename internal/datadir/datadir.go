@@ -17,7 +17,8 @@ const (
 	Lock        = "LOCK"
 	NATSURL     = "nats.url"
 	HTTPURL     = "http.url"
-	NATSKey     = "nats.nk" // a serving coordinator's local operator nkey seed (with --auth), 0600
+	NATSKey     = "nats.nk"  // a serving coordinator's local operator nkey seed (with --auth), 0600
+	NATSTLS     = "nats.tls" // the TLS files of an embedded server with --tls-cert (JSON), for local commands
 	NATSStore   = "nats"
 	Rollouts    = "rollouts"
 	MirrorState = "mirror.state"
@@ -53,6 +54,11 @@ func HTTPURLPath(dir string) string { return filepath.Join(dir, HTTPURL) }
 // nkey seed: commands run through the data dir use it when given no
 // credentials.
 func KeyPath(dir string) string { return filepath.Join(dir, NATSKey) }
+
+// TLSPath is the file naming the TLS files of a serving coordinator's
+// embedded server (with --tls-cert): commands run through the data dir
+// trust its certificate and, with mutual TLS, present it.
+func TLSPath(dir string) string { return filepath.Join(dir, NATSTLS) }
 
 // PlainPath is the uncompressed mirror file of a rollout (which may not
 // exist).

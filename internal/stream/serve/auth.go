@@ -2,12 +2,14 @@ package serve
 
 import (
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -205,4 +207,44 @@ func removeLocalKey(dir string, e *embedded) {
 	if e != nil && e.cliSeed != nil {
 		os.Remove(datadir.KeyPath(dir))
 	}
+}
+
+// LocalTLS is DATA/nats.tls: the TLS files a command run through the data
+// dir connects with to an embedded server that speaks TLS only. It trusts
+// the server's own certificate (a certificate in the trust pool is trusted
+// as it is, whoever signed it) and, under mutual TLS (--tls-ca), presents
+// it as its client certificate, so the certificate must allow client
+// authentication too (no extended key usage, or clientAuth among them).
+type LocalTLS struct {
+	Trust string `json:"trust"`          // the server's certificate
+	Cert  string `json:"cert,omitempty"` // mutual TLS: the client certificate
+	Key   string `json:"key,omitempty"`
+}
+
+// writeLocalTLS writes DATA/nats.tls when the embedded server has TLS (and
+// removes a stale one otherwise).
+func writeLocalTLS(dir string, cfg Config) error {
+	path := datadir.TLSPath(dir)
+	sec := cfg.Security
+	if cfg.NATSURL != "" || sec.TLSCert == "" {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("serve: %w", err)
+		}
+		return nil
+	}
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return p
+	}
+	lt := LocalTLS{Trust: abs(sec.TLSCert)}
+	if sec.TLSCA != "" {
+		lt.Cert, lt.Key = abs(sec.TLSCert), abs(sec.TLSKey)
+	}
+	b, _ := json.Marshal(lt)
+	if err := writeFileAtomic(path, append(b, '\n')); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
 }

@@ -157,6 +157,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	defer removeLocalKey(cfg.DataDir, emb)
+	if err := writeLocalTLS(cfg.DataDir, cfg); err != nil {
+		return err
+	}
+	defer os.Remove(datadir.TLSPath(cfg.DataDir))
 	urlFile := datadir.URLPath(cfg.DataDir)
 	if err := writeFileAtomic(urlFile, []byte(url+"\n")); err != nil {
 		return fmt.Errorf("serve: %w", err)
