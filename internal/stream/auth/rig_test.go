@@ -147,6 +147,9 @@ func (r *rig) tryDial(c stream.Credentials) (*nats.Conn, violations, error) {
 			}
 		}
 	}))
+	// A bcrypt check under the race detector on a loaded machine takes
+	// seconds: give the connect more than Dial's default.
+	opts = append(opts, nats.Timeout(20*time.Second))
 	nc, err := stream.Dial(r.url, "test", quiet(), opts...)
 	return nc, v, err
 }
