@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/logbook-agents/logbook/internal/dedupe"
+	"github.com/logbook-agents/logbook/internal/replay"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/tree/treegen"
 )
@@ -51,6 +52,33 @@ func richCorpus(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(s.dir, "nometa.jsonl"), nometa[bytes.IndexByte(nometa, '\n')+1:], 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Damage: a corrupt line, an ordinal gap and a torn tail in a thread
+	// that received a task; a compressed rollout.
+	dm := s.thread("DM", "rDM", rollout.SessionMeta{ParentThreadID: "P"}).turn("dm1").recv("m7", "k7", "P", task, "").done("dm1").turn("dm2")
+	lines := bytes.SplitAfter(dm.bytes(), []byte("\n"))
+	var damaged []byte
+	for i, l := range lines {
+		switch i {
+		case 2:
+			damaged = append(damaged, []byte("{\"timestamp\": broken\n")...)
+		case 5:
+			// left out: an ordinal gap
+		default:
+			damaged = append(damaged, l...)
+		}
+	}
+	damaged = append(damaged, []byte(`{"timestamp":"2026-11-29T09:00:00.000Z","ord`)...)
+	if err := os.WriteFile(filepath.Join(s.dir, "rDM.jsonl"), damaged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	z := s.thread("Z", "rZ", rollout.SessionMeta{ParentThreadID: "P"}).turn("z1").recv("m8", "k8", "P", task, "").done("z1")
+	var zb bytes.Buffer
+	if err := rollout.WriteZst(&zb, bytes.NewReader(z.bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "rZ.jsonl.zst"), zb.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// A parent P and its children: every delivery state.
 	p := s.thread("P", "rP", rollout.SessionMeta{}).turn("p1").
 		spawn("C1").send("m1", "k1", "C1", task, "").
@@ -58,7 +86,8 @@ func richCorpus(t *testing.T) string {
 		spawn("C3").send("m3", "k3", "C3", task, "").
 		spawn("C4").send("m4", "k4", "C4", task, "").
 		spawn("C5").send("m5", "k5", "C5", task, "").send("m5b", "k5", "C5", task, "").
-		spawn("Never").send("m6", "k6", "Never", task, "").done("p1")
+		spawn("Never").send("m6", "k6", "Never", task, "").
+		spawn("DM").send("m7", "k7", "DM", task, "").spawn("Z").send("m8", "k8", "Z", task, "").done("p1")
 	p.turn("p2").recv("r1", "kr1", "C1", result, "m1").recv("r2", "kr2", "C2", result, "m2").recv("r2", "kr2", "C2", result, "m2").
 		recv("r-orphan", "kro", "C3", result, "m3").done("p2").write()
 	c1 := s.thread("C1", "rC1", rollout.SessionMeta{ParentThreadID: "P"}).turn("c1").recv("m1", "k1", "P", task, "").
@@ -103,12 +132,34 @@ func copyTree(t *testing.T, src, dst string) {
 // as DIR.
 func scanJSON(t *testing.T, dir string, c *Corpus, tr *Tree) []byte {
 	t.Helper()
+	type threadJSON struct {
+		ID, Current  string
+		Rollouts     []string
+		Err          string
+		HistoryItems int
+		State        *replay.State // History left out (HistoryItems counts it)
+	}
+	var threads []threadJSON
+	for _, id := range sortedKeys(tr.Threads) {
+		th := tr.Threads[id]
+		j := threadJSON{ID: id, Current: th.Current.ID, Rollouts: th.Rollouts}
+		if th.Err != nil {
+			j.Err = th.Err.Error()
+		}
+		if th.State != nil {
+			st := *th.State
+			j.HistoryItems, st.History = len(st.History), nil
+			j.State = &st
+		}
+		threads = append(threads, j)
+	}
 	out, err := json.MarshalIndent(struct {
 		Tree         *Tree                `json:"tree"`
 		Deliveries   []dedupe.Delivery    `json:"deliveries"`
 		ChildResults []dedupe.ChildResult `json:"child_results"`
 		Warnings     []string             `json:"warnings"`
-	}{tr, tr.Deliveries, tr.ChildResults, c.Warnings}, "", " ")
+		Threads      []threadJSON         `json:"threads"`
+	}{tr, tr.Deliveries, tr.ChildResults, c.Warnings, threads}, "", " ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,5 +197,29 @@ func TestFullScanAnswersAsBefore(t *testing.T) {
 			}
 		}
 		t.Fatalf("the full scan answers %d lines, %s has %d", len(gl), golden, len(wl))
+	}
+}
+
+// TestFullScanIsTheSameOnOneCoreAndMany: the answer does not depend on how
+// many files are read and replayed at once.
+func TestFullScanIsTheSameOnOneCoreAndMany(t *testing.T) {
+	dir := richCorpus(t)
+	if _, err := treegen.Write(filepath.Join(dir, "big"), treegen.Config{Seed: 8, Fanout: 6, Depth: 3, Turns: 2, Unreceived: 0.1}); err != nil {
+		t.Fatal(err)
+	}
+	defer func(f func() int) { scanWorkers = f }(scanWorkers)
+	var answers [][]byte
+	for _, n := range []int{1, 3, 16} {
+		scanWorkers = func() int { return n }
+		c, err := LoadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, scanJSON(t, dir, c, Build(c, Options{})))
+	}
+	for i, a := range answers[1:] {
+		if !bytes.Equal(a, answers[0]) {
+			t.Fatalf("the full scan on %d workers differs from the one on 1", []int{3, 16}[i])
+		}
 	}
 }
