@@ -52,8 +52,11 @@ $(TOOLS)/nats:
 # to bench-<part>.txt; docs/BENCHMARKS.md holds the figures, the machine and
 # how to read them. BENCH picks the parts (default all; the restart benchmark
 # builds 10k threads / 1M records and takes minutes; agents runs HANDOFFS
-# worker deaths and a tree of AGENTS simulated agents on WORKERS workers).
-BENCH ?= replay bus index mirror resume restart agents
+# worker deaths and a tree of AGENTS simulated agents on WORKERS workers;
+# scale imports generated trees of 1,111 and 11,111 threads into a serving
+# coordinator and asks tree and unconfirmed of the index and of the full scan,
+# LOGBOOK_SCALE_DEPTHS="3 4 5" adds 111,111 threads).
+BENCH ?= replay bus index mirror resume restart agents scale
 bench:
 	@for part in $(BENCH); do case $$part in \
 	replay)  $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./internal/replay/ ;; \
@@ -63,6 +66,7 @@ bench:
 	mirror)  $(GO) test -run '^$$' -bench 'MirrorLag|MirrorCatchUp' -benchtime 1x ./internal/stream/mirror/ ;; \
 	resume)  $(GO) test -run '^$$' -bench Resume -benchtime 10x -timeout 30m ./internal/reconcile/ ;; \
 	restart) $(GO) test -run '^$$' -bench Restart -benchtime 1x -timeout 60m ./e2e/ ;; \
+	scale)   $(GO) test -run '^$$' -bench Scale -benchtime 1x -timeout 180m ./e2e/ ;; \
 	agents)  $(GO) test -run '^$$' -bench Handoff -benchtime 1x -timeout 30m ./agent/ && \
 	         $(GO) test -run '^$$' -bench AgentTree -benchtime 1x -timeout 90m ./e2e/ ;; \
 	*) echo "unknown bench part $$part"; exit 2 ;; \

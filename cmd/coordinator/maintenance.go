@@ -92,6 +92,7 @@ error, 2 for a usage error.`,
 func newImportCmd() *cobra.Command {
 	var bf busFlags
 	var asJSON bool
+	var parallel int
 	cmd := &cobra.Command{
 		Use:   "import DIR",
 		Short: "Publish rollout files (Codex sessions included) into the bus",
@@ -104,7 +105,9 @@ lines skipped and counted.
 Nothing is imported twice: a rollout already on the bus is compared record by
 record and only a missing suffix is published; a rollout that differs from the
 bus copy is reported and left alone. Each new thread's rollout is recorded in
-THREADS. A progress bar shows on a terminal.
+THREADS. Files are imported --parallel at a time, the files of one thread one
+after another under its lease; the results are listed in path order. A progress
+bar shows on a terminal.
 
 Needs the bus (a serving coordinator, or --nats). Exit status: 0 when every
 file imported (or was already there), 1 when any file failed, 2 for a usage
@@ -128,7 +131,10 @@ error.`,
 			if f, ok := cmd.ErrOrStderr().(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
 				progress = nil
 			}
-			res, err := ops.Import(ctx, bus, args[0], holder("import"), progress)
+			if parallel < 1 {
+				return fmt.Errorf("--parallel %d: want at least 1", parallel)
+			}
+			res, err := ops.ImportWith(ctx, bus, args[0], ops.ImportOptions{Holder: holder("import"), Progress: progress, Parallel: parallel})
 			if err != nil {
 				return err
 			}
@@ -177,5 +183,6 @@ error.`,
 	bf.timeout = 30 * time.Minute
 	cmd.Flags().Lookup("timeout").DefValue = bf.timeout.String()
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one result per file as JSON")
+	cmd.Flags().IntVar(&parallel, "parallel", ops.ImportParallel, "import `N` files at once (the files of one thread always one after another)")
 	return cmd
 }

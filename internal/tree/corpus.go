@@ -32,6 +32,7 @@ type Rollout struct {
 	Messages   []Message
 	BadIDs     []string // records skipped for an invalid ID, one line each (rollout.CheckEventIDs)
 	metaEnd    int64    // byte offset just past the canonical session_meta
+	walked     *walked  // the replay of this rollout as its own view, made by LoadDir (nil: none)
 }
 
 // Spawn is a thread_spawned record: the parent's record of a child.
@@ -130,24 +131,52 @@ func unwrapped(err error) error {
 
 // LoadDir reads every rollout file under dir, recursively (RolloutFiles:
 // what it skips is in Warnings). Files that are not rollouts, or cannot be
-// read, become problems.
+// read, become problems. Files are read on every core and added in path
+// order, so the corpus is the same as one read file by file.
 func LoadDir(dir string) (*Corpus, error) {
 	c := NewCorpus()
 	paths, err := RolloutFiles(dir, func(p, why string) { c.Warnings = append(c.Warnings, "skipping "+p+": "+why) })
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range paths {
-		f, err := rollout.OpenFile(p)
-		if err != nil {
-			c.Problems = append(c.Problems, Problem{Kind: "unreadable", Detail: err.Error()})
+	type read struct {
+		r   *Rollout
+		err error
+	}
+	reads := make([]read, len(paths))
+	parallel(len(paths), func(i int) { reads[i].r, reads[i].err = loadFile(paths[i]) })
+	for _, rd := range reads {
+		if rd.err != nil {
+			c.Problems = append(c.Problems, Problem{Kind: "unreadable", Detail: rd.err.Error()})
 			continue
 		}
-		if err := c.Add(f); err != nil {
-			c.Problems = append(c.Problems, Problem{Kind: "unreadable", Detail: err.Error()})
-		}
+		c.add(rd.r)
 	}
 	return c, nil
+}
+
+// loadFile reads one rollout file, once: the tape of its lines gives the
+// corpus its records and, when the rollout is its own view (no
+// history_base) and not sealed, is replayed for the thread it will most
+// likely be the current rollout of (Threads uses that replay then).
+func loadFile(path string) (*Rollout, error) {
+	f, err := rollout.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := record(f)
+	if err != nil {
+		return nil, err
+	}
+	r, err := readRollout(t)
+	if err != nil {
+		return nil, err
+	}
+	r.Log = f
+	if r.Meta.HistoryBase == nil && r.Successor == "" {
+		r.walked = walkView(t, r.ID, []Leaf{{Rollout: r.ID, End: -1}}, map[string]bool{r.ID: true})
+	}
+	return r, nil
 }
 
 // Add reads one rollout into the corpus.
@@ -156,16 +185,21 @@ func (c *Corpus) Add(log rollout.Log) error {
 	if err != nil {
 		return err
 	}
+	c.add(r)
+	return nil
+}
+
+// add puts a rollout read by readRollout into the corpus.
+func (c *Corpus) add(r *Rollout) {
 	if old, ok := c.Rollouts[r.ID]; ok {
 		c.Problems = append(c.Problems, Problem{Kind: "duplicate_rollout", Rollout: r.ID, Thread: r.Thread,
-			Detail: fmt.Sprintf("rollout %s is in both %s and %s; kept the first", r.ID, old.Log.Name(), log.Name())})
-		return nil
+			Detail: fmt.Sprintf("rollout %s is in both %s and %s; kept the first", r.ID, old.Log.Name(), r.Log.Name())})
+		return
 	}
 	c.Rollouts[r.ID] = r
 	for _, d := range r.BadIDs {
 		c.Problems = append(c.Problems, Problem{Kind: "invalid_id", Rollout: r.ID, Thread: r.Thread, Detail: d})
 	}
-	return nil
 }
 
 func readRollout(log rollout.Log) (*Rollout, error) {

@@ -35,4 +35,16 @@
 // The tree is rebuilt after a restart from the mirror's rollout files (or any
 // directory of rollouts, such as ~/.codex/sessions); rebuilt at quiescence it
 // equals the tree before: same IDs, edges and rollout chains.
+//
+// # The full scan on every core
+//
+// LoadDir reads the files on every core (GOMAXPROCS), each once: its lines
+// are decoded into a tape that gives the corpus its records and, for a
+// rollout that is its own view (no history_base) and not sealed, is played
+// back to replay it (the replay reads its log from the head three times).
+// Threads replays the other current views on every core too. What the
+// workers find is merged in path order (LoadDir) and thread id order
+// (Threads), so the corpus, its problems and the tree are the same as one
+// file and one thread at a time would make them (the golden test holds them
+// to what the serial scan answered).
 package tree

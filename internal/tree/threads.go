@@ -23,31 +23,39 @@ type Thread struct {
 }
 
 // Threads groups the corpus into threads, follows revert chains to each
-// thread's current rollout, and replays every current view once.
+// thread's current rollout, and replays every current view once. Threads
+// are replayed on every core; their problems are added in thread id order,
+// as one replayed thread by thread would add them.
 func (c *Corpus) Threads() map[string]*Thread {
 	byThread := map[string][]*Rollout{}
 	for _, r := range c.Rollouts {
 		byThread[r.Thread] = append(byThread[r.Thread], r)
 	}
-	out := map[string]*Thread{}
 	ids := make([]string, 0, len(byThread))
 	for id := range byThread {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	for _, id := range ids {
-		t := &Thread{ID: id}
-		t.Rollouts, t.Current = c.chain(id, byThread[id])
-		t.walk(c)
-		out[id] = t
+	threads := make([]*Thread, len(ids))
+	problems := make([][]Problem, len(ids))
+	parallel(len(ids), func(i int) {
+		t := &Thread{ID: ids[i]}
+		t.Rollouts, t.Current = c.chain(ids[i], byThread[ids[i]], &problems[i])
+		t.walk(c, &problems[i])
+		threads[i] = t
+	})
+	out := make(map[string]*Thread, len(ids))
+	for i, t := range threads {
+		c.Problems = append(c.Problems, problems[i]...)
+		out[t.ID] = t
 	}
 	return out
 }
 
 // chain orders a thread's rollouts along rollout_sealed successors and picks
 // the current one: the end of the chain. Rollouts outside any chain make a
-// duplicate_thread problem; the newest chain end wins.
-func (c *Corpus) chain(thread string, rs []*Rollout) ([]string, *Rollout) {
+// duplicate_thread problem; the newest chain end wins. Problems go to probs.
+func (c *Corpus) chain(thread string, rs []*Rollout, probs *[]Problem) ([]string, *Rollout) {
 	isSuccessor := map[string]bool{}
 	for _, r := range rs {
 		if r.Successor != "" {
@@ -62,7 +70,7 @@ func (c *Corpus) chain(thread string, rs []*Rollout) ([]string, *Rollout) {
 	}
 	if len(heads) == 0 { // a cycle of successors: start anywhere
 		heads = rs[:1]
-		c.Problems = append(c.Problems, Problem{Kind: "cycle", Thread: thread, Detail: "rollout_sealed successors form a cycle"})
+		*probs = append(*probs, Problem{Kind: "cycle", Thread: thread, Detail: "rollout_sealed successors form a cycle"})
 	}
 	type run struct {
 		ids  []string
@@ -83,7 +91,7 @@ func (c *Corpus) chain(thread string, rs []*Rollout) ([]string, *Rollout) {
 			if _, ok := c.Rollouts[r.Successor]; !ok {
 				// Sealed, but its successor is not here (not mirrored yet, or
 				// lost): the sealed rollout stays current as far as we know.
-				c.Problems = append(c.Problems, Problem{Kind: "missing_successor", Thread: thread, Rollout: r.ID,
+				*probs = append(*probs, Problem{Kind: "missing_successor", Thread: thread, Rollout: r.ID,
 					Detail: fmt.Sprintf("rollout %s is sealed in favour of %s, which is not here", r.ID, r.Successor)})
 			}
 		}
@@ -95,27 +103,51 @@ func (c *Corpus) chain(thread string, rs []*Rollout) ([]string, *Rollout) {
 		for _, r := range runs[1:] {
 			others = append(others, r.ids...)
 		}
-		c.Problems = append(c.Problems, Problem{Kind: "duplicate_thread", Thread: thread,
+		*probs = append(*probs, Problem{Kind: "duplicate_thread", Thread: thread,
 			Detail: fmt.Sprintf("thread %s has unrelated rollouts %v besides %v; the newest was taken as current", thread, others, runs[0].ids)})
 	}
 	return runs[0].ids, runs[0].last
 }
 
 // walk replays the thread's current view, recording what is in effect.
-func (t *Thread) walk(c *Corpus) {
-	t.effect = map[dedupe.Origin]bool{}
-	view, leaves, err := c.View(t.Current.ID)
-	if err != nil {
-		t.Err = err
-		c.Problems = append(c.Problems, Problem{Kind: "bad_base", Thread: t.ID, Rollout: t.Current.ID, Detail: err.Error()})
+// Problems go to probs.
+func (t *Thread) walk(c *Corpus, probs *[]Problem) {
+	w := t.Current.walked // the current rollout is its own view: replayed already
+	if w == nil {
+		view, leaves, err := c.View(t.Current.ID)
+		if err != nil {
+			t.Err = err
+			t.effect = map[dedupe.Origin]bool{}
+			*probs = append(*probs, Problem{Kind: "bad_base", Thread: t.ID, Rollout: t.Current.ID, Detail: err.Error()})
+			return
+		}
+		mine := map[string]bool{}
+		for _, id := range t.Rollouts {
+			mine[id] = true
+		}
+		w = walkView(view, t.Current.ID, leaves, mine)
+	}
+	t.effect = w.effect
+	if w.err != nil {
+		t.Err = w.err
+		*probs = append(*probs, Problem{Kind: "unreadable", Thread: t.ID, Rollout: t.Current.ID, Detail: w.err.Error()})
 		return
 	}
-	mine := map[string]bool{}
-	for _, id := range t.Rollouts {
-		mine[id] = true
-	}
+	t.State = w.state
+}
+
+// walked is the replay of a view: its state, and for each (rollout,
+// ordinal) of the records of the rollouts in mine, whether it is in effect.
+type walked struct {
+	state  *replay.State
+	effect map[dedupe.Origin]bool
+	err    error
+}
+
+func walkView(view rollout.Log, current string, leaves []Leaf, mine map[string]bool) *walked {
+	w := &walked{effect: map[dedupe.Origin]bool{}}
 	li := 0
-	st, err := replay.Walk(view, replay.Options{Salvage: true}, func(e rollout.Entry, in bool) {
+	w.state, w.err = replay.Walk(view, replay.Options{Salvage: true}, func(e rollout.Entry, in bool) {
 		for li+1 < len(leaves) && e.Offset >= leaves[li+1].Start {
 			li++
 		}
@@ -127,14 +159,12 @@ func (t *Thread) walk(c *Corpus) {
 		if ord == 0 {
 			ord = int64(e.Line)
 		}
-		t.effect[dedupe.Origin{Rollout: id, Ordinal: ord}] = in
+		w.effect[dedupe.Origin{Rollout: id, Ordinal: ord}] = in
 	})
-	if err != nil {
-		t.Err = err
-		c.Problems = append(c.Problems, Problem{Kind: "unreadable", Thread: t.ID, Rollout: t.Current.ID, Detail: err.Error()})
-		return
+	if w.err != nil {
+		w.state = nil
 	}
-	t.State = st
+	return w
 }
 
 // Ledger builds the delivery ledger of the whole corpus. A record a fork

@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
@@ -24,6 +27,9 @@ type Imported struct {
 	Err       string `json:"error,omitempty"`
 }
 
+// ImportParallel is how many files Import publishes at once by default.
+const ImportParallel = 16
+
 // Import publishes every rollout file under dir (recursively; .jsonl and
 // .jsonl.zst, Codex sessions included) into the bus: each record gets its
 // ordinal and crc, its payload bytes and unknown fields unchanged; IDs are
@@ -36,37 +42,189 @@ type Imported struct {
 // goes on, except when the bus is unavailable (stream.ErrBusUnavailable:
 // no quorum, no server): then it stops at once with that error, instead of
 // waiting as long for each file left.
+//
+// Files are imported ImportParallel at a time (ImportWith sets it): the
+// files of one thread one after another, in path order, under that
+// thread's lease (one writer per thread, as ever); different threads at
+// once. The results are in path order whatever finished first.
 func Import(ctx context.Context, bus *stream.Bus, dir, holder string, progress func(done, total int)) ([]Imported, error) {
+	return ImportWith(ctx, bus, dir, ImportOptions{Holder: holder, Progress: progress})
+}
+
+// ImportOptions tune ImportWith.
+type ImportOptions struct {
+	Holder   string                // the lease holder's name
+	Progress func(done, total int) // called after each file (may be nil); never concurrently
+	Parallel int                   // files at once; default ImportParallel, 1 for one after another
+}
+
+// ImportWith is Import with options.
+func ImportWith(ctx context.Context, bus *stream.Bus, dir string, o ImportOptions) ([]Imported, error) {
+	if o.Parallel <= 0 {
+		o.Parallel = ImportParallel
+	}
 	var out []Imported
 	paths, err := tree.RolloutFiles(dir, func(p, why string) { out = append(out, Imported{Path: p, Err: "skipped: " + why}) })
 	if err != nil {
 		return nil, err
 	}
-	for i, p := range paths {
-		im, err := importFile(ctx, bus, p, holder)
-		out = append(out, im)
-		if progress != nil {
-			progress(i+1, len(paths))
-		}
-		if errors.Is(err, stream.ErrBusUnavailable) {
-			// The bus, not this file: every later file would wait as long
-			// to fail the same way.
-			return out, fmt.Errorf("import: the bus stopped answering (no quorum, or no server reachable); stopped at %s with %d of %d files done: %w", p, i, len(paths), err)
-		}
-		if err := ctx.Err(); err != nil {
-			return out, err
+	ictx, stop := context.WithCancel(ctx)
+	defer stop()
+	results := make([]*Imported, len(paths))
+	var mu sync.Mutex // guards done, stopped, results and the progress calls
+	done := 0
+	var stopped error
+	threads := newThreadLocks()
+	groups := threadGroups(paths)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(o.Parallel, len(groups)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				g := int(next.Add(1)) - 1
+				if g >= len(groups) {
+					return
+				}
+				for _, i := range groups[g] {
+					if ictx.Err() != nil {
+						return
+					}
+					im, err := importFile(ictx, bus, paths[i], o.Holder, threads)
+					mu.Lock()
+					results[i] = &im
+					done++
+					if o.Progress != nil {
+						o.Progress(done, len(paths))
+					}
+					if errors.Is(err, stream.ErrBusUnavailable) && stopped == nil {
+						// The bus, not this file: every later file would wait
+						// as long to fail the same way.
+						stopped = fmt.Errorf("import: the bus stopped answering (no quorum, or no server reachable); stopped at %s with %d of %d files done: %w", paths[i], done-1, len(paths), err)
+						stop()
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, im := range results {
+		if im != nil {
+			out = append(out, *im)
 		}
 	}
+	if stopped != nil {
+		return out, stopped
+	}
+	if err := ctx.Err(); err != nil {
+		return out, err
+	}
 	return out, nil
+}
+
+// threadGroups groups the files (indexes into paths) by the thread their
+// first record names, in path order within a group, groups ordered by
+// their first file. A file whose head cannot be read is a group of its own
+// (its import says why it fails).
+func threadGroups(paths []string) [][]int {
+	heads := make([]string, len(paths))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(paths)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(paths) {
+					return
+				}
+				heads[i] = headThread(paths[i])
+			}
+		}()
+	}
+	wg.Wait()
+	var groups [][]int
+	at := map[string]int{}
+	for i, th := range heads {
+		g, ok := at[th]
+		if !ok || th == "" {
+			g = len(groups)
+			groups = append(groups, nil)
+			if th != "" {
+				at[th] = g
+			}
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// headThread is the thread id of a file's first valid record when it is a
+// session_meta ("" otherwise).
+func headThread(path string) string {
+	log, err := rollout.OpenFile(path)
+	if err != nil {
+		return ""
+	}
+	cur, err := log.Forward(0)
+	if err != nil {
+		return ""
+	}
+	defer cur.Close()
+	for range 64 {
+		e, err := cur.Next()
+		var ce *rollout.CorruptionError
+		switch {
+		case errors.As(err, &ce):
+			continue
+		case err != nil:
+			return ""
+		case !rollout.Persist(&e.Record):
+			continue
+		case e.Type != rollout.TypeSessionMeta:
+			return ""
+		}
+		m, err := rollout.Decode[rollout.SessionMeta](&e.Record)
+		if err != nil {
+			return ""
+		}
+		return m.ID
+	}
+	return ""
+}
+
+// threadLocks serialize the imports of one thread in this process: files
+// the head grouping put apart (a damaged head) still never take the same
+// lease at once.
+type threadLocks struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+func newThreadLocks() *threadLocks { return &threadLocks{locks: map[string]*sync.Mutex{}} }
+
+func (t *threadLocks) lock(thread string) func() {
+	t.mu.Lock()
+	l, ok := t.locks[thread]
+	if !ok {
+		l = &sync.Mutex{}
+		t.locks[thread] = l
+	}
+	t.mu.Unlock()
+	l.Lock()
+	return l.Unlock
 }
 
 // importFile imports one file. The error is the file's failure (also in
 // Imported.Err), or a bus that stopped answering while its lease was
 // released (the file itself is imported): either stops the import when it
 // is stream.ErrBusUnavailable.
-func importFile(ctx context.Context, bus *stream.Bus, path, holder string) (Imported, error) {
+func importFile(ctx context.Context, bus *stream.Bus, path, holder string, threads *threadLocks) (Imported, error) {
 	var release error
-	im, err := importOne(ctx, bus, path, holder, &release)
+	im, err := importOne(ctx, bus, path, holder, threads, &release)
 	if err != nil {
 		im.Err = err.Error()
 		return im, err
@@ -74,7 +232,7 @@ func importFile(ctx context.Context, bus *stream.Bus, path, holder string) (Impo
 	return im, release
 }
 
-func importOne(ctx context.Context, bus *stream.Bus, path, holder string, release *error) (im Imported, err error) {
+func importOne(ctx context.Context, bus *stream.Bus, path, holder string, threads *threadLocks, release *error) (im Imported, err error) {
 	im = Imported{Path: path}
 	fail := func(err error) (Imported, error) { return im, err }
 	log, err := rollout.OpenFile(path)
@@ -110,6 +268,7 @@ func importOne(ctx context.Context, bus *stream.Bus, path, holder string, releas
 	if meta.SchemaVersion > rollout.Version {
 		return fail(fmt.Errorf("%s: %w", path, rollout.ErrReadOnly))
 	}
+	defer threads.lock(im.Thread)()
 	have, err := bus.ReadAll(ctx, im.Rollout, 1)
 	if err != nil {
 		return fail(err)
@@ -128,18 +287,40 @@ func importOne(ctx context.Context, bus *stream.Bus, path, holder string, releas
 		return fail(err)
 	}
 	defer func() { *release = lease.Release(context.WithoutCancel(ctx)) }()
-	w, err := bus.OpenWriter(ctx, lease, im.Rollout, stream.WriterOptions{})
+	var w *stream.Writer
+	if len(have) == 0 {
+		// ReadAll found no message: the writer checks that the subject is
+		// still empty (one get) instead of reading the tail again.
+		w, err = bus.OpenWriterAt(ctx, lease, im.Rollout, stream.KnownTail{}, stream.WriterOptions{})
+	} else {
+		w, err = bus.OpenWriter(ctx, lease, im.Rollout, stream.WriterOptions{})
+	}
 	if err != nil {
 		return fail(err)
 	}
-	for i := len(have); i < len(recs); i++ {
-		if _, err := w.Append(ctx, recs[i].Reenvelope(int64(i+1))); err != nil {
-			w.Close(context.WithoutCancel(ctx))
-			return fail(fmt.Errorf("%s record %d: %w", path, i+1, err))
-		}
-		im.Published++
-	}
+	// Whole chunks at once: the writer packs what is queued when it
+	// publishes, so a rollout of up to a chunk goes out as one message.
 	w.Materialize()
+	for i := len(have); i < len(recs); i += importChunk {
+		chunk := make([]rollout.Record, 0, min(importChunk, len(recs)-i))
+		for j := i; j < len(recs) && j < i+importChunk; j++ {
+			chunk = append(chunk, recs[j].Reenvelope(int64(j+1)))
+		}
+		if _, err := w.AppendAll(ctx, chunk...); err == nil {
+			im.Published += len(chunk)
+			continue
+		}
+		// Refused as a whole (nothing of it was queued): append it record
+		// by record to publish what comes before the record at fault and
+		// name it, as one record at a time would.
+		for j, r := range chunk {
+			if _, err := w.Append(ctx, r); err != nil {
+				w.Close(context.WithoutCancel(ctx))
+				return fail(fmt.Errorf("%s record %d: %w", path, i+j+1, err))
+			}
+			im.Published++
+		}
+	}
 	if err := w.Close(ctx); err != nil {
 		return fail(err)
 	}
@@ -148,6 +329,9 @@ func importOne(ctx context.Context, bus *stream.Bus, path, holder string, releas
 	}
 	return im, nil
 }
+
+// importChunk is how many records import queues at once.
+const importChunk = 2048
 
 // persistedRecords reads a file's records the writer would keep.
 func persistedRecords(log rollout.Log) ([]rollout.Record, int, string, error) {
