@@ -1,0 +1,229 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// What the recovery tests (recovery_*_test.go) read back through the
+// coordinator's --json outputs and the world's ledger file.
+
+// shownState is the part of `coordinator show --json` the recovery tests
+// look at.
+type shownState struct {
+	ThreadID  string `json:"thread_id"`
+	RolloutID string `json:"rollout_id"`
+	Turns     []struct {
+		TurnID string `json:"turn_id"`
+		Status string `json:"status"`
+		Reason string `json:"reason"`
+	} `json:"turns"`
+	DanglingCalls []shownCall `json:"dangling_calls"`
+}
+
+type shownCall struct {
+	CallID         string `json:"call_id"`
+	Name           string `json:"name"`
+	IdempotencyKey string `json:"idempotency_key"`
+	TurnID         string `json:"turn_id"`
+}
+
+// turn returns the status and reason of turn id ("" when it is not in the
+// window).
+func (s shownState) turn(id string) (status, reason string) {
+	for _, u := range s.Turns {
+		if u.TurnID == id {
+			return u.Status, u.Reason
+		}
+	}
+	return "", ""
+}
+
+// show runs `coordinator show THREAD --data DIR --json`.
+func (b *simBus) show(t testing.TB, thread string) (shownState, error) {
+	t.Helper()
+	var s shownState
+	out, err := b.coordinator(t, "show", thread, "--data", b.data, "--json")
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		return s, fmt.Errorf("show --json: %v\n%s", err, out)
+	}
+	return s, nil
+}
+
+// nodes runs `coordinator tree --data DIR --json` and returns every node by
+// thread id.
+func (b *simBus) nodes(t testing.TB) (map[string]treeNode, error) {
+	t.Helper()
+	out, err := b.coordinator(t, "tree", "--data", b.data, "--json")
+	if err != nil {
+		return nil, err
+	}
+	var tr struct {
+		Roots []treeNode `json:"roots"`
+	}
+	if err := json.Unmarshal([]byte(out), &tr); err != nil {
+		return nil, fmt.Errorf("tree --json: %v\n%s", err, out)
+	}
+	all := map[string]treeNode{}
+	var walk func([]treeNode)
+	walk = func(ns []treeNode) {
+		for _, n := range ns {
+			all[n.ThreadID] = n
+			walk(n.Children)
+		}
+	}
+	walk(tr.Roots)
+	return all, nil
+}
+
+// childResult is one entry of `coordinator unconfirmed --json`'s
+// child_results.
+type childResult struct {
+	Parent string `json:"parent_thread"`
+	Child  string `json:"child_thread"`
+	State  string `json:"state"`
+}
+
+// unconfirmedResults runs `coordinator unconfirmed --data DIR --json`.
+func (b *simBus) unconfirmedResults(t testing.TB) ([]childResult, error) {
+	t.Helper()
+	out, err := b.coordinator(t, "unconfirmed", "--data", b.data, "--json")
+	if err != nil {
+		return nil, err
+	}
+	var u struct {
+		ChildResults []childResult `json:"child_results"`
+	}
+	if err := json.Unmarshal([]byte(out), &u); err != nil {
+		return nil, fmt.Errorf("unconfirmed --json: %v\n%s", err, out)
+	}
+	return u.ChildResults, nil
+}
+
+// worldEffect is one effect in the world's ledger file.
+type worldEffect struct {
+	Key        string `json:"key"`
+	Thread     string `json:"thread"`
+	Executions int    `json:"executions"`
+	Requests   int    `json:"requests"`
+}
+
+// readLedger reads the world's ledger file (JSON lines, each effect's later
+// line superseding its earlier ones): the ground truth kept outside the
+// system under test.
+func readLedger(t testing.TB, path string) map[string]worldEffect {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the world's ledger: %v", err)
+	}
+	out := map[string]worldEffect{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(nil, 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		var line struct {
+			Effect *worldEffect `json:"effect"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("the world's ledger %s line %d: %v", path, n, err)
+		}
+		if line.Effect != nil {
+			out[line.Effect.Key] = *line.Effect
+		}
+	}
+	return out
+}
+
+// mirrorRecord is one line of a mirror file, its payload decoded far enough
+// for the recovery tests.
+type mirrorRecord struct {
+	Ordinal int64  `json:"ordinal"`
+	Type    string `json:"type"`
+	Payload struct {
+		Type           string `json:"type"`
+		CallID         string `json:"call_id"`
+		IdempotencyKey string `json:"idempotency_key"`
+		Outcome        string `json:"outcome"`
+		By             string `json:"by"`
+		Evidence       string `json:"evidence"`
+	} `json:"payload"`
+}
+
+// mirrorRecords reads a rollout's mirror file (plain or compressed).
+func (b *simBus) mirrorRecords(t testing.TB, rolloutID string) []mirrorRecord {
+	t.Helper()
+	base := filepath.Join(b.data, "rollouts", rolloutID+".jsonl")
+	raw, err := os.ReadFile(base)
+	if os.IsNotExist(err) {
+		raw, err = decompress(base + ".zst")
+	}
+	if err != nil {
+		t.Fatalf("mirror file of %s: %v", rolloutID, err)
+	}
+	var out []mirrorRecord
+	for i, line := range bytes.Split(bytes.TrimRight(raw, "\n"), []byte("\n")) {
+		var r mirrorRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("mirror file of %s line %d: %v", rolloutID, i+1, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// pendingRun is an `agent-sim run` going on in the background.
+type pendingRun struct {
+	done chan struct{}
+	sum  simSummary
+	err  error
+}
+
+// startRun starts `agent-sim run --json` in the background; wait returns its
+// summary, failing the test (on the test's goroutine) if it failed.
+func (b *simBus) startRun(t testing.TB, args ...string) *pendingRun {
+	t.Helper()
+	sim := agentSimBin(t)
+	r := &pendingRun{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		cmd := exec.Command(sim, append([]string{"run", "--nats", b.url, "--json", "--timeout", "3m"}, args...)...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			r.err = fmt.Errorf("agent-sim run: %v\n%s\n%s", err, out.String(), errb.String())
+			return
+		}
+		if err := json.Unmarshal(out.Bytes(), &r.sum); err != nil {
+			r.err = fmt.Errorf("agent-sim run --json: %v\n%s", err, out.String())
+		}
+	}()
+	return r
+}
+
+func (r *pendingRun) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits for the run and fails the test if it failed.
+func (r *pendingRun) wait(t testing.TB, b *simBus) simSummary {
+	t.Helper()
+	<-r.done
+	if r.err != nil {
+		t.Fatalf("%v\nworld: %s\nserve: %s", r.err, b.world.stderr, lastLines(b.serve.stderr.String(), 20))
+	}
+	return r.sum
+}
