@@ -45,7 +45,7 @@ func TestRecoveryDeployInFlight(t *testing.T) {
 			last = err.Error()
 			return false
 		}
-		ledger := readLedger(t, b.ledger)
+		ledger := mustLedger(t, b.ledger)
 		for id, n := range nodes {
 			if n.Counts.UnknownCalls == 0 {
 				continue
@@ -88,7 +88,7 @@ func TestRecoveryDeployInFlight(t *testing.T) {
 	if !hasChildResult(results, thread, "no_result") {
 		t.Errorf("while broken, unconfirmed does not list %s's result as missing: %+v", thread, results)
 	}
-	if e := readLedger(t, b.ledger)[call.IdempotencyKey]; e.Executions != 1 || e.Requests != 1 {
+	if e := mustLedger(t, b.ledger)[call.IdempotencyKey]; e.Executions != 1 || e.Requests != 1 {
 		t.Errorf("while broken, the world's ledger: %+v, want executed once, asked once", e)
 	}
 	if got := callRecords(b.mirrorRecords(t, broken.RolloutID), call); got != "function_call" {
@@ -122,7 +122,7 @@ func TestRecoveryDeployInFlight(t *testing.T) {
 			t.Errorf("after recovery, %s was called again (call %s at #%d)", call.IdempotencyKey, r.Payload.CallID, r.Ordinal)
 		}
 	}
-	if e := readLedger(t, b.ledger)[call.IdempotencyKey]; e.Executions != 1 || e.Requests != 1 {
+	if e := mustLedger(t, b.ledger)[call.IdempotencyKey]; e.Executions != 1 || e.Requests != 1 {
 		t.Errorf("after recovery, the world's ledger: %+v, want executed once, asked once (deployed once)", e)
 	}
 	if n := mustNodes(t, b)[thread]; n.Status != "idle" {

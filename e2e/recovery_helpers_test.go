@@ -119,12 +119,16 @@ type worldEffect struct {
 
 // readLedger reads the world's ledger file (JSON lines, each effect's later
 // line superseding its earlier ones): the ground truth kept outside the
-// system under test.
-func readLedger(t testing.TB, path string) map[string]worldEffect {
-	t.Helper()
+// system under test. The world fsyncs a line before it answers, so a line
+// being written is not yet an answered effect: a last line without its
+// newline is left out.
+func readLedger(path string) (map[string]worldEffect, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("the world's ledger: %v", err)
+		return nil, fmt.Errorf("the world's ledger: %w", err)
+	}
+	if i := bytes.LastIndexByte(raw, '\n'); i+1 < len(raw) {
+		raw = raw[:i+1]
 	}
 	out := map[string]worldEffect{}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
@@ -134,13 +138,22 @@ func readLedger(t testing.TB, path string) map[string]worldEffect {
 			Effect *worldEffect `json:"effect"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatalf("the world's ledger %s line %d: %v", path, n, err)
+			return nil, fmt.Errorf("the world's ledger %s line %d: %w", path, n, err)
 		}
 		if line.Effect != nil {
 			out[line.Effect.Key] = *line.Effect
 		}
 	}
-	return out
+	return out, sc.Err()
+}
+
+func mustLedger(t testing.TB, path string) map[string]worldEffect {
+	t.Helper()
+	l, err := readLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // mirrorRecord is one line of a mirror file, its payload decoded far enough
