@@ -95,10 +95,11 @@ type simSummary struct {
 	ExecutedTwice int    `json:"executed_twice"`
 	Rerequested   int    `json:"rerequested"`
 	Truth         []struct {
-		Thread string   `json:"thread"`
-		Parent string   `json:"parent"`
-		Turns  int      `json:"turns"`
-		Keys   []string `json:"side_effect_keys"`
+		Thread  string   `json:"thread"`
+		Parent  string   `json:"parent"`
+		Turns   int      `json:"turns"`
+		Records int64    `json:"records"`
+		Keys    []string `json:"side_effect_keys"`
 	} `json:"ground_truth"`
 }
 
@@ -115,10 +116,11 @@ func (b *simBus) coordinator(t testing.TB, args ...string) (string, error) {
 }
 
 type treeNode struct {
-	ThreadID string `json:"thread_id"`
-	Parent   string `json:"parent_thread_id"`
-	Status   string `json:"status"`
-	Counts   struct {
+	ThreadID  string `json:"thread_id"`
+	Parent    string `json:"parent_thread_id"`
+	RolloutID string `json:"rollout_id"`
+	Status    string `json:"status"`
+	Counts    struct {
 		InterruptedTurns int `json:"interrupted_turns"`
 		UnknownCalls     int `json:"unknown_calls"`
 	} `json:"counts"`
@@ -135,8 +137,10 @@ func edges(ns []treeNode, out map[string]string) {
 }
 
 // checkAgainstTruth: once the mirror has caught up, `tree --data` holds
-// exactly the ground truth's parent links (plus the run's driver), nothing
-// is unconfirmed, and verify --data is clean.
+// exactly the ground truth's parent links (plus the run's driver), every
+// thread's mirror file holds the records its writer was told were
+// acknowledged, nothing is unconfirmed, and verify --data is clean (the
+// mirror byte-equal to JetStream).
 func (b *simBus) checkAgainstTruth(t *testing.T, s simSummary) {
 	t.Helper()
 	want := map[string]string{"run-" + s.Root: ""}
@@ -165,6 +169,7 @@ func (b *simBus) checkAgainstTruth(t *testing.T, s simSummary) {
 	if !ok {
 		t.Fatalf("tree --data never matched the ground truth (%s):\n got  %v\n want %v", last, sortedMap(got), sortedMap(want))
 	}
+	b.checkAcknowledged(t, s)
 	out, err := b.coordinator(t, "unconfirmed", "--data", b.data, "--json")
 	if err != nil {
 		t.Fatal(err)

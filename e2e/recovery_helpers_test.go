@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // What the recovery tests (recovery_*_test.go) read back through the
@@ -171,26 +172,34 @@ type mirrorRecord struct {
 	} `json:"payload"`
 }
 
-// mirrorRecords reads a rollout's mirror file (plain or compressed).
-func (b *simBus) mirrorRecords(t testing.TB, rolloutID string) []mirrorRecord {
-	t.Helper()
+// readMirror reads a rollout's mirror file (plain or compressed).
+func (b *simBus) readMirror(rolloutID string) ([]mirrorRecord, error) {
 	base := filepath.Join(b.data, "rollouts", rolloutID+".jsonl")
 	raw, err := os.ReadFile(base)
 	if os.IsNotExist(err) {
 		raw, err = decompress(base + ".zst")
 	}
 	if err != nil {
-		t.Fatalf("mirror file of %s: %v", rolloutID, err)
+		return nil, fmt.Errorf("mirror file of %s: %w", rolloutID, err)
 	}
 	var out []mirrorRecord
 	for i, line := range bytes.Split(bytes.TrimRight(raw, "\n"), []byte("\n")) {
 		var r mirrorRecord
 		if err := json.Unmarshal(line, &r); err != nil {
-			t.Fatalf("mirror file of %s line %d: %v", rolloutID, i+1, err)
+			return nil, fmt.Errorf("mirror file of %s line %d: %w", rolloutID, i+1, err)
 		}
 		out = append(out, r)
 	}
-	return out
+	return out, nil
+}
+
+func (b *simBus) mirrorRecords(t testing.TB, rolloutID string) []mirrorRecord {
+	t.Helper()
+	recs, err := b.readMirror(rolloutID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }
 
 // pendingRun is an `agent-sim run` going on in the background.
@@ -239,4 +248,45 @@ func (r *pendingRun) wait(t testing.TB, b *simBus) simSummary {
 		t.Fatalf("%v\nworld: %s\nserve: %s", r.err, b.world.stderr, lastLines(b.serve.stderr.String(), 20))
 	}
 	return r.sum
+}
+
+// checkAcknowledged: no acknowledged record is lost. Each thread's writer
+// reported the last ordinal it was told was acknowledged (the ground truth's
+// records); its current rollout's mirror file must hold the records 1 to at
+// least that, in order (verify --data then holds the mirror to JetStream).
+func (b *simBus) checkAcknowledged(t testing.TB, s simSummary) {
+	t.Helper()
+	var last string
+	if !poll(30*time.Second, func() bool {
+		nodes, err := b.nodes(t)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		for _, th := range s.Truth {
+			n, ok := nodes[th.Thread]
+			if !ok || n.RolloutID == "" {
+				last = "no rollout for " + th.Thread
+				return false
+			}
+			recs, err := b.readMirror(n.RolloutID)
+			if err != nil {
+				last = err.Error()
+				return false
+			}
+			for i, r := range recs {
+				if r.Ordinal != int64(i+1) {
+					last = fmt.Sprintf("%s: line %d holds ordinal %d", th.Thread, i+1, r.Ordinal)
+					return false
+				}
+			}
+			if int64(len(recs)) < th.Records || th.Records == 0 {
+				last = fmt.Sprintf("%s: the mirror holds %d records, %d were acknowledged", th.Thread, len(recs), th.Records)
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("acknowledged records missing: %s", last)
+	}
 }
