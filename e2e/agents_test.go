@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logbook-agents/logbook/internal/natstest"
 	"github.com/logbook-agents/logbook/internal/replay"
 	"github.com/logbook-agents/logbook/internal/rollout"
+	"github.com/logbook-agents/logbook/internal/stream"
 )
 
 var (
@@ -299,15 +301,29 @@ func TestAgentTreeOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 3-node cluster and real processes")
 	}
-	nodes := startCluster(t)
+	b, _ := startSimCluster(t, "3s")
+	s := b.run(t, "--seed", "13", "--agents", "12", "--depth", "2", "--turns", "2")
+	if s.Threads != s.Planned || s.ExecutedTwice != 0 || s.Rerequested != 0 {
+		t.Fatalf("summary %+v", s)
+	}
+	b.checkAgainstTruth(t, s)
+}
+
+// startSimCluster starts a three-node cluster, a coordinator serving it
+// with R3 streams, a world on n1 and a worker on each node (w0 on n1, w1 on
+// n2, w2 on n3); runs go to n2. Each process is given one node's URL and
+// learns the others from it, so it fails over when that node goes.
+func startSimCluster(t *testing.T, leaseTTL string) (*simBus, *natstest.Cluster) {
+	t.Helper()
+	c := natstest.StartCluster(t, 3, stream.EmbeddedMaxPayload)
 	var urls []string
-	for _, name := range []string{"n1", "n2", "n3"} {
-		urls = append(urls, nodes[name].ClientURL())
+	for _, name := range c.Names {
+		urls = append(urls, c.Nodes[name].ClientURL())
 	}
 	dir := t.TempDir()
 	b := &simBus{data: filepath.Join(dir, "data"), ledger: filepath.Join(dir, "world.jsonl"), url: urls[0]}
 	b.serve = startChild(t, coordinatorBin(t), nil, "serve", "--data", b.data, "--nats", strings.Join(urls, ","), "--replicas", "3",
-		"--listen", "127.0.0.1:0", "--lease-ttl", "3s")
+		"--listen", "127.0.0.1:0", "--lease-ttl", leaseTTL)
 	if !poll(60*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(b.data, "nats.url"))
 		return err == nil || b.serve.exited()
@@ -319,9 +335,5 @@ func TestAgentTreeOnCluster(t *testing.T) {
 		startChild(t, agentSimBin(t), nil, "worker", "--nats", u, "--id", fmt.Sprintf("w%d", i), "--capacity", "4")
 	}
 	b.url = urls[1]
-	s := b.run(t, "--seed", "13", "--agents", "12", "--depth", "2", "--turns", "2")
-	if s.Threads != s.Planned || s.ExecutedTwice != 0 || s.Rerequested != 0 {
-		t.Fatalf("summary %+v", s)
-	}
-	b.checkAgainstTruth(t, s)
+	return b, c
 }
