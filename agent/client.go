@@ -34,7 +34,11 @@ type Options struct {
 	// Reconnection after a lost connection: every URL is tried
 	// MaxReconnects times, ReconnectWait apart, then the connection is
 	// closed and every call waiting on it fails. Zero values take the
-	// coordinator's own bounds (10 tries, 250 ms).
+	// coordinator's own bounds (10 tries, 250 ms: about 3 s). A negative
+	// MaxReconnects tries forever: what a long-running process wants (a
+	// worker, a service), whose leases and heartbeat, not its connection,
+	// say when it must give up; meanwhile each call still fails at its own
+	// timeout.
 	MaxReconnects int
 	ReconnectWait time.Duration
 
@@ -91,7 +95,7 @@ func (o Options) natsOptions() ([]nats.Option, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	if o.MaxReconnects > 0 {
+	if o.MaxReconnects != 0 {
 		out = append(out, nats.MaxReconnects(o.MaxReconnects))
 	}
 	if o.ReconnectWait > 0 {

@@ -360,7 +360,8 @@ func (t *Thread) Rollback(ctx context.Context, n int64) error {
 
 // Close flushes what the thread wrote and releases its lease, so another
 // process may open it at once. A turn still open stays open in the log:
-// the next Open aborts it as stale.
+// the next Open aborts it as stale. A Thread whose lease was lost touches
+// nothing of the new holder's: neither the lease nor the mailbox.
 func (t *Thread) Close(ctx context.Context) error {
 	t.mu.Lock()
 	if t.closed {
@@ -370,7 +371,12 @@ func (t *Thread) Close(ctx context.Context) error {
 	t.closed = true
 	t.mu.Unlock()
 	err := t.w.Close(ctx)
-	if t.mb != nil { // the server allows a bounded number of mailboxes: only open threads hold one
+	// The server allows a bounded number of mailboxes: only open threads
+	// hold one. A mailbox is one durable consumer per thread, whoever holds
+	// it: once the lease is lost (taken over, or not renewed for a TTL) it
+	// is the next holder's and is left alone (one nobody uses expires after
+	// stream.MailboxIdle).
+	if t.mb != nil && t.lease.Err() == nil {
 		if merr := t.mb.Close(context.WithoutCancel(ctx)); err == nil && merr != nil {
 			err = merr
 		}

@@ -42,9 +42,14 @@ func (f *connFlags) check() error {
 	return nil
 }
 
+// options are the agent client's. Every agent-sim process runs for long
+// (a world, a worker, a run waiting for its tree): its connection reconnects
+// forever, so it rides out a coordinator restart with the embedded server
+// (the bus away for longer than a command's 3 s); a worker's lease and
+// heartbeat TTL, a run's --timeout, say when to give up.
 func (f *connFlags) options(name string, log *slog.Logger) agent.Options {
 	return agent.Options{Name: name, CredsFile: f.creds, NKeySeedFile: f.nkey, User: f.user, Password: f.password, Token: f.token,
-		CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, Logger: log}
+		CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, Logger: log, MaxReconnects: -1}
 }
 
 // connect opens an agent client.

@@ -39,11 +39,15 @@ type runSummary struct {
 }
 
 type truthThread struct {
-	Thread string       `json:"thread"`
-	Parent string       `json:"parent"`
-	Turns  int          `json:"turns"`
-	Keys   []string     `json:"side_effect_keys"`
-	Sent   []reportSent `json:"sent"`
+	Thread string `json:"thread"`
+	Parent string `json:"parent"`
+	Turns  int    `json:"turns"`
+	// Records is the last ordinal the thread's writer was told was
+	// acknowledged when it reported (its result sent): the bus and the
+	// mirror must hold at least that many.
+	Records int64        `json:"records"`
+	Keys    []string     `json:"side_effect_keys"`
+	Sent    []reportSent `json:"sent"`
 }
 
 func newRunCmd() *cobra.Command {
@@ -71,7 +75,8 @@ msg ids, and which worker runs what.
 
 It prints threads, turns, records, messages, side effects and elapsed time;
 --json prints the same as data with the ground truth (every thread with its
-parent, turns, the side-effect keys it executed, every message it sent).
+parent, turns, the records acknowledged when it answered its parent, the
+side-effect keys it executed, every message it sent).
 Exit status 1 if the tree did not complete within --timeout, a planned thread
 never reported, or the world executed a side effect twice.`,
 		Example: `  agent-sim run --nats nats://127.0.0.1:4222 --seed 7 --agents 20 --depth 3 --turns 4 --workers 3`,
@@ -183,7 +188,7 @@ func runTree(ctx context.Context, cf *connFlags, p params, workers int, stderr i
 		sum.Turns += r.Turns
 		sum.Records += r.Records
 		sum.Messages += len(r.Sent)
-		sum.Truth = append(sum.Truth, truthThread{Thread: r.Thread, Parent: r.Parent, Turns: r.Turns, Keys: r.Keys, Sent: r.Sent})
+		sum.Truth = append(sum.Truth, truthThread(r))
 	}
 	for _, e := range l.Effects {
 		if e.Thread != pl.root && !strings.HasPrefix(e.Thread, pl.root+"-") {

@@ -164,12 +164,10 @@ func (l *Lease) Epoch() uint64 { return l.epoch }
 // Done is closed when the lease is lost or released.
 func (l *Lease) Done() <-chan struct{} { return l.done }
 
-// Err is nil while the lease is held; afterwards it wraps ErrLeaseLost.
-func (l *Lease) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
-}
+// Err is nil while the lease is held; once it is lost, released, or no
+// renewal succeeded for a whole TTL (it may have expired on the server),
+// it wraps ErrLeaseLost.
+func (l *Lease) Err() error { return l.check() }
 
 // check fails once the lease is lost, or when no renewal succeeded for a
 // whole TTL (the lease may have expired on the server: act as if lost).

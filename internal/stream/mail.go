@@ -230,7 +230,11 @@ func (mb *Mailbox) remember(seq uint64) {
 
 // Take hands up to n messages to fn one at a time, as they arrive, waiting
 // at most wait in all. Handling each before the next arrives keeps the
-// receipt's log-flush-ack well inside the consumer's AckWait.
+// receipt's log-flush-ack well inside the consumer's AckWait. A pull cut
+// short by the cluster (the node leading the consumer shut down, its
+// leadership moved, the pull's heartbeats stopped) ends the Take with what
+// it handed over and no error, as a wait that ran out does: the caller
+// takes again, from the new leader.
 func (mb *Mailbox) Take(ctx context.Context, n int, wait time.Duration, fn func(*Mail) error) error {
 	batch, err := mb.cons.Fetch(n, jetstream.FetchMaxWait(wait))
 	if err != nil {
@@ -249,7 +253,18 @@ func (mb *Mailbox) Take(ctx context.Context, n int, wait time.Duration, fn func(
 		}
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		if pullCutShort(err) {
+			mb.bus.log.Warn("mail pull cut short by the cluster; taking again", "thread", mb.thread, "err", err)
+			return nil
+		}
 		return fmt.Errorf("stream: mailbox of %s: %w", mb.thread, err)
 	}
 	return nil
+}
+
+// pullCutShort reports a pull request the cluster ended before its wait:
+// a retry against the consumer's new leader can cure it.
+func pullCutShort(err error) bool {
+	return errors.Is(err, jetstream.ErrServerShutdown) || errors.Is(err, jetstream.ErrConsumerLeadershipChanged) ||
+		errors.Is(err, jetstream.ErrNoHeartbeat)
 }
