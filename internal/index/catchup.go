@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"sort"
 
 	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/rollout"
@@ -66,8 +67,58 @@ func (ix *Index) CatchUp(ctx context.Context, progress Progress) (CatchUpReport,
 			ix.log.Warn("index: catch-up stopped short", "rollout", f.RolloutID, "err", err)
 			rep.Problems = append(rep.Problems, err)
 		}
+		if n > 0 || reset {
+			if err := ix.dependents(ctx, f.RolloutID, &rep); err != nil {
+				return rep, err
+			}
+		}
 	}
 	return rep, nil
+}
+
+// dependents projects again the rollouts whose view's prefix, read from
+// base's mirror file, was not there to its end when they were indexed (a
+// base mirrored after them): base has grown, so they are reset and indexed
+// again from their mirror files.
+func (ix *Index) dependents(ctx context.Context, base string, rep *CatchUpReport) error {
+	deps := map[string]bool{}
+	ix.mu.Lock()
+	err := collect(ctx, ix.db, deps, `SELECT rollout_id FROM rollouts WHERE base_rollout_id = ? AND base_pending = 1`, base)
+	ix.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, id := range sortedSet(deps) {
+		path := datadir.MirrorPath(ix.dir, id)
+		if path == "" {
+			continue
+		}
+		if err := ix.reset(ctx, id); err != nil {
+			return err
+		}
+		n, _, err := ix.catchUpFile(ctx, id, path, -1, nil)
+		if rep != nil {
+			rep.Records += n
+		}
+		if err != nil {
+			if ctx.Err() != nil || !isRolloutProblem(err) {
+				return err
+			}
+			if rep != nil {
+				rep.Problems = append(rep.Problems, err)
+			}
+		}
+	}
+	return nil
+}
+
+func sortedSet(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // isRolloutProblem tells an error about one rollout's data from one about
@@ -88,7 +139,13 @@ func (ix *Index) CatchUpRollout(ctx context.Context, rolloutID string) (int, err
 	if path == "" {
 		return 0, fmt.Errorf("index: rollout %s: no mirror file: %w", rolloutID, fs.ErrNotExist)
 	}
-	n, _, err := ix.catchUpFile(ctx, rolloutID, path, -1, nil)
+	n, reset, err := ix.catchUpFile(ctx, rolloutID, path, -1, nil)
+	if err != nil {
+		return n, err
+	}
+	if n > 0 || reset {
+		err = ix.dependents(ctx, rolloutID, nil)
+	}
 	return n, err
 }
 

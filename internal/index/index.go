@@ -23,6 +23,10 @@ type Options struct {
 	// BatchRecords is how many records catch-up commits per transaction; 0
 	// means DefaultBatchRecords.
 	BatchRecords int
+	// Mirror is, for OpenFile, the data dir whose mirror files the prefix
+	// of a history_base is read from ("": none, and such a rollout's view
+	// is unknown). Open reads its own data dir's.
+	Mirror string
 }
 
 // DefaultBatchRecords is catch-up's transaction size.
@@ -35,6 +39,9 @@ type Index struct {
 	db    *sql.DB
 	path  string
 	dir   string // the data dir; "" when opened with OpenFile
+	// mirror is the data dir a history_base's prefix is read from: dir, or
+	// Options.Mirror for OpenFile.
+	mirror string
 	log   *slog.Logger
 	batch int
 	mu    sync.Mutex // serializes writes
@@ -79,7 +86,7 @@ func Open(ctx context.Context, dir string, opt Options) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix.dir = dir
+	ix.dir, ix.mirror = dir, dir
 	if err := ix.capWatermarks(ctx); err != nil {
 		ix.Close()
 		return nil, err
@@ -108,7 +115,8 @@ func OpenFile(ctx context.Context, path string, opt Options) (*Index, error) {
 		db.Close()
 		return nil, err
 	}
-	ix := &Index{queries: queries{db: db}, db: db, path: path, log: opt.Logger, batch: opt.BatchRecords, stmts: newStmtCache(db)}
+	ix := &Index{queries: queries{db: db}, db: db, path: path, log: opt.Logger, batch: opt.BatchRecords, stmts: newStmtCache(db),
+		mirror: opt.Mirror}
 	if ix.log == nil {
 		ix.log = slog.Default()
 	}

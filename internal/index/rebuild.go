@@ -33,7 +33,7 @@ func Rebuild(ctx context.Context, dir string, opt Options, progress Progress) (C
 	if err != nil {
 		return CatchUpReport{}, err
 	}
-	ix.dir = dir
+	ix.dir, ix.mirror = dir, dir
 	rep, err := ix.CatchUp(ctx, progress)
 	if cerr := ix.Close(); err == nil {
 		err = cerr

@@ -68,7 +68,7 @@ func VerifyIndex(ctx context.Context, dir string) (IndexReport, error) {
 		return rep, err
 	}
 	defer fresh.Close()
-	fresh.dir = dir
+	fresh.dir, fresh.mirror = dir, dir
 	for _, ro := range rep.Rollouts {
 		path := datadir.MirrorPath(dir, ro.ID)
 		if path == "" {
