@@ -36,16 +36,16 @@ const DefaultBatchRecords = 4096
 // methods are safe for concurrent use: writes are serialized.
 type Index struct {
 	queries
-	db    *sql.DB
-	path  string
-	dir   string // the data dir; "" when opened with OpenFile
+	db   *sql.DB
+	path string
+	dir  string // the data dir; "" when opened with OpenFile
 	// mirror is the data dir a history_base's prefix is read from: dir, or
 	// Options.Mirror for OpenFile.
 	mirror string
-	log   *slog.Logger
-	batch int
-	mu    sync.Mutex // serializes writes
-	stmts *stmtCache // guarded by mu
+	log    *slog.Logger
+	batch  int
+	mu     sync.Mutex // serializes writes
+	stmts  *stmtCache // guarded by mu
 }
 
 // Reader is a read-only view of an index.db. It never writes, never takes

@@ -31,10 +31,10 @@ const ledgerCols = `rollout_id, ordinal, thread_id, direction, msg_id, idempoten
 	outcome, evidence, by`
 
 type ledgerRow struct {
-	rollout                                         string
-	ordinal                                         int64
+	rollout                                          string
+	ordinal                                          int64
 	thread, dir, msg, key, from, to, kind, inReplyTo string
-	outcome, evidence, by                           string
+	outcome, evidence, by                            string
 }
 
 // expand adds to msgs the msg ids that share an idempotency key with one of

@@ -50,7 +50,7 @@ func (p *projector) inheritView(meta *rollout.Entry, m rollout.SessionMeta) erro
 		return nil
 	}
 	defer cur.Close()
-	end := segs[len(segs)-1].start // the rollout's own records begin here
+	end := segs[len(segs)-1].start                   // the rollout's own records begin here
 	reached := len(segs) < 2 || end == segs[1].start // an empty prefix is read whole
 	si := 0
 	p.inheriting = true
