@@ -169,6 +169,8 @@ func (l *Ledger) judge(k key, ss []Send, rs []Receipt, keyMsgs map[[2]string]map
 			sentHere = append(sentHere, s)
 		}
 	}
+	// The first send written names the delivery (a re-send repeats it).
+	sort.Slice(sentHere, func(i, j int) bool { return lessOrigin(sentHere[i].Origin, sentHere[j].Origin) })
 	switch {
 	case len(sentHere) > 0:
 		s := sentHere[0]

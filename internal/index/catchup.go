@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -77,18 +78,17 @@ func (ix *Index) CatchUp(ctx context.Context, progress Progress) (CatchUpReport,
 }
 
 // dependents projects again the rollouts whose view's prefix, read from
-// base's mirror file, was not there to its end when they were indexed (a
-// base mirrored after them): base has grown, so they are reset and indexed
-// again from their mirror files.
+// the mirror files of their bases, was not there to its end when they were
+// indexed (a base mirrored after them) and whose view holds base, which has
+// grown: they are reset and indexed again from their mirror files.
 func (ix *Index) dependents(ctx context.Context, base string, rep *CatchUpReport) error {
-	deps := map[string]bool{}
 	ix.mu.Lock()
-	err := collect(ctx, ix.db, deps, `SELECT rollout_id FROM rollouts WHERE base_rollout_id = ? AND base_pending = 1`, base)
+	deps, err := pendingOn(ctx, ix.db, base)
 	ix.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	for _, id := range sortedSet(deps) {
+	for _, id := range deps {
 		path := datadir.MirrorPath(ix.dir, id)
 		if path == "" {
 			continue
@@ -110,6 +110,45 @@ func (ix *Index) dependents(ctx context.Context, base string, rep *CatchUpReport
 		}
 	}
 	return nil
+}
+
+// pendingOn lists the rollouts whose prefix was not read whole and whose
+// chain of history_base rollouts passes through base.
+func pendingOn(ctx context.Context, q queryer, base string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT rollout_id, base_rollout_id FROM rollouts WHERE base_pending = 1`)
+	if err != nil {
+		return nil, err
+	}
+	pending := map[string]string{}
+	for rows.Next() {
+		var id, b string
+		if err := rows.Scan(&id, &b); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		pending[id] = b
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	deps := map[string]bool{}
+	for id, b := range pending {
+		for depth := 0; b != "" && depth < 64; depth++ {
+			if b == base {
+				deps[id] = true
+				break
+			}
+			err := q.QueryRowContext(ctx, `SELECT base_rollout_id FROM rollouts WHERE rollout_id = ?`, b).Scan(&b)
+			if errors.Is(err, sql.ErrNoRows) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return sortedSet(deps), nil
 }
 
 func sortedSet(set map[string]bool) []string {

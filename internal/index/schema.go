@@ -58,7 +58,7 @@ CREATE TABLE rollouts (
 	interrupted        INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX rollouts_thread ON rollouts(thread_id, created_at);
-CREATE INDEX rollouts_base ON rollouts(base_rollout_id) WHERE base_rollout_id <> '';
+CREATE INDEX rollouts_pending ON rollouts(base_rollout_id) WHERE base_pending = 1;
 
 CREATE TABLE threads (
 	seq                INTEGER PRIMARY KEY,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/rollout"
@@ -50,8 +51,13 @@ func (p *projector) inheritView(meta *rollout.Entry, m rollout.SessionMeta) erro
 		return nil
 	}
 	defer cur.Close()
-	end := segs[len(segs)-1].start                   // the rollout's own records begin here
-	reached := len(segs) < 2 || end == segs[1].start // an empty prefix is read whole
+	end := segs[len(segs)-1].start // the rollout's own records begin here
+	// reached[i]: segment i was read to its end (a base file mirrored
+	// only in part is read again once it grows).
+	reached := make([]bool, len(segs)-1)
+	for i := range reached {
+		reached[i] = i == 0 || segs[i].start == segs[i+1].start
+	}
 	si := 0
 	p.inheriting = true
 	defer func() { p.inheriting = false }()
@@ -70,14 +76,16 @@ func (p *projector) inheritView(meta *rollout.Entry, m rollout.SessionMeta) erro
 			ord = int64(e.Line)
 		}
 		p.origin.rollout, p.origin.ordinal = segs[si].rollout, ord
-		reached = e.End() == end
+		if e.End() == segs[si+1].start {
+			reached[si] = true
+		}
 		return true, p.record(&e, e.Offset-end)
 	})
 	if err != nil {
 		return err
 	}
 	st.ViewTurns = st.Turns
-	st.BasePending = !reached
+	st.BasePending = slices.Contains(reached, false)
 	return nil
 }
 
