@@ -15,7 +15,7 @@ import (
 // answer is what `tree` and `unconfirmed` print, as comparable JSON.
 type answer struct {
 	Tree, Pending, Results string
-	Confirmed             int
+	Confirmed              int
 }
 
 func answerOf(t testing.TB, tr *tree.Tree, confirmed int) answer {
