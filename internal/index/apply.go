@@ -67,7 +67,7 @@ func (ix *Index) apply(ctx context.Context, rolloutID string, batch []rollout.En
 			return err
 		}
 	}
-	if err := judge(ctx, tx, p.touched); err != nil {
+	if err := judge(ctx, tx, p.touched, ix.mutant); err != nil {
 		return err
 	}
 	faults.Point("index.mid-tx") // crash tests: die with the batch's rows written, not committed

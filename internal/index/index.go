@@ -27,6 +27,16 @@ type Options struct {
 	// of a history_base is read from ("": none, and such a rollout's view
 	// is unknown). Open reads its own data dir's.
 	Mirror string
+	// mutant breaks the ledger on purpose: tests prove with it that the
+	// property test can fail (lineage_property_test.go).
+	mutant mutant
+}
+
+// mutant is a deliberate bug.
+type mutant struct {
+	// receiptsIgnoreView: a receipt is in effect only by its own row, never
+	// by a view's prefix (a revert loses what it kept).
+	receiptsIgnoreView bool
 }
 
 // DefaultBatchRecords is catch-up's transaction size.
@@ -46,6 +56,7 @@ type Index struct {
 	batch  int
 	mu     sync.Mutex // serializes writes
 	stmts  *stmtCache // guarded by mu
+	mutant mutant
 }
 
 // Reader is a read-only view of an index.db. It never writes, never takes
@@ -116,7 +127,7 @@ func OpenFile(ctx context.Context, path string, opt Options) (*Index, error) {
 		return nil, err
 	}
 	ix := &Index{queries: queries{db: db}, db: db, path: path, log: opt.Logger, batch: opt.BatchRecords, stmts: newStmtCache(db),
-		mirror: opt.Mirror}
+		mirror: opt.Mirror, mutant: opt.mutant}
 	if ix.log == nil {
 		ix.log = slog.Default()
 	}

@@ -91,7 +91,7 @@ func collect(ctx context.Context, q queryer, set map[string]bool, query string, 
 
 // judge classifies again every delivery of the msg ids in touched (and of
 // those sharing an idempotency key with them) and rewrites their rows.
-func judge(ctx context.Context, q queryer, touched map[string]bool) error {
+func judge(ctx context.Context, q queryer, touched map[string]bool, mut mutant) error {
 	if len(touched) == 0 {
 		return nil
 	}
@@ -102,7 +102,7 @@ func judge(ctx context.Context, q queryer, touched map[string]bool) error {
 	if err := expand(ctx, q, msgs); err != nil {
 		return err
 	}
-	lj := &ledgerJudge{ctx: ctx, q: q, l: dedupe.New(), cur: map[string]string{}}
+	lj := &ledgerJudge{ctx: ctx, q: q, l: dedupe.New(), cur: map[string]string{}, mut: mut}
 	type rk struct{ to, key string }
 	keys := map[rk]bool{}
 	for m := range msgs {
@@ -164,6 +164,7 @@ type ledgerJudge struct {
 	q   queryer
 	l   *dedupe.Ledger
 	cur map[string]string // thread -> its current rollout ("" when its view is unknown)
+	mut mutant
 }
 
 func (lj *ledgerJudge) rows(query string, args ...any) ([]ledgerRow, error) {
@@ -222,7 +223,7 @@ func (lj *ledgerJudge) inEffect(r ledgerRow) (bool, error) {
 		}
 		lj.cur[r.thread] = cur
 	}
-	if cur == "" {
+	if cur == "" || (lj.mut.receiptsIgnoreView && cur != r.rollout) {
 		return false, nil
 	}
 	var in bool

@@ -199,3 +199,25 @@ func growIndex(t testing.TB, rng *rand.Rand, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// TestLineagePropertyCatchesMutant proves the property test can fail: an
+// index whose receipts ignore the view's prefix (a revert forgets the
+// receipts it kept) is caught on generated trees.
+func TestLineagePropertyCatchesMutant(t *testing.T) {
+	base := rand.Uint64()
+	for i := 0; i < 200; i++ {
+		seed := base + uint64(i)
+		g := newAgentGen(seed)
+		g.tree(1 + int(seed%3))
+		dir := t.TempDir()
+		g.write(t, dir)
+		if _, err := Rebuild(context.Background(), dir, Options{mutant: mutant{receiptsIgnoreView: true}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := indexAnswer(t, dir), scanAnswer(t, dir); got != want {
+			t.Logf("mutant caught at seed %d after %d trees", seed, i+1)
+			return
+		}
+	}
+	t.Fatalf("the mutant survived 200 generated trees from seed %d: the property test cannot see receipts kept by a revert", base)
+}

@@ -154,5 +154,5 @@ func resetRollout(ctx context.Context, tx *sql.Tx, id string) error {
 			return err
 		}
 	}
-	return judge(ctx, tx, touched)
+	return judge(ctx, tx, touched, mutant{})
 }
