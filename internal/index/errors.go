@@ -28,6 +28,9 @@ var (
 	// ErrBadCursor: a threads cursor that this index did not hand out, or
 	// that belongs to another search.
 	ErrBadCursor = errors.New("index: invalid cursor")
+	// ErrBadQuery: a query the index cannot answer as asked (an unknown
+	// delivery state, a negative limit).
+	ErrBadQuery = errors.New("index: bad query")
 	// ErrMirrorDamaged: catch-up stopped at damage in a mirror file (a
 	// corrupt line or an ordinal gap in a rollout with ordinals). The index
 	// keeps what comes before it and lags; verify --data names the line.

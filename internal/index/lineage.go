@@ -89,11 +89,11 @@ func lineageOf(ctx context.Context, q queryer, dir string) (tree.Input, error) {
 		return in, err
 	}
 	in.Problems = problems
-	in.Deliveries, err = deliveriesWhere(ctx, q, `state <> 'confirmed'`)
+	in.Deliveries, err = deliveriesWhere(ctx, q, `state <> 'confirmed'`, 0)
 	if err != nil {
 		return in, err
 	}
-	in.ChildResults, err = childResultsWhere(ctx, q, `cr_state <> ''`)
+	in.ChildResults, err = childResultsWhere(ctx, q, `cr_state <> ''`, 0)
 	return in, err
 }
 
@@ -195,9 +195,9 @@ func scanDelivery(rows *sql.Rows) (dedupe.Delivery, error) {
 }
 
 // deliveriesWhere returns the deliveries a condition keeps, by msg_id and
-// receiver.
-func deliveriesWhere(ctx context.Context, q queryer, where string, args ...any) ([]dedupe.Delivery, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE `+where+` ORDER BY msg_id, to_thread`, args...)
+// receiver, at most limit of them (0: all).
+func deliveriesWhere(ctx context.Context, q queryer, where string, limit int, args ...any) ([]dedupe.Delivery, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE `+where+` ORDER BY msg_id, to_thread`+limitSQL(limit), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -213,13 +213,20 @@ func deliveriesWhere(ctx context.Context, q queryer, where string, args ...any) 
 	return out, rows.Err()
 }
 
+func limitSQL(limit int) string {
+	if limit <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" LIMIT %d", limit)
+}
+
 const childResultCols = `cr_task, cr_result, cr_parent, cr_child, cr_state, cr_reason`
 
-// childResultsWhere returns the child results a condition keeps, by task
-// and result msg id.
-func childResultsWhere(ctx context.Context, q queryer, where string, args ...any) ([]dedupe.ChildResult, error) {
+// childResultsWhere returns the child results a condition keeps, by task,
+// result, parent and child, at most limit of them (0: all).
+func childResultsWhere(ctx context.Context, q queryer, where string, limit int, args ...any) ([]dedupe.ChildResult, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+childResultCols+` FROM deliveries WHERE `+where+`
-		ORDER BY cr_task, cr_result, msg_id, to_thread`, args...)
+		ORDER BY cr_task, cr_result, cr_parent, cr_child`+limitSQL(limit), args...)
 	if err != nil {
 		return nil, err
 	}

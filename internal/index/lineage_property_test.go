@@ -134,6 +134,7 @@ func TestLineageIndexEqualsFullScan(t *testing.T) {
 		if want.Confirmed > 0 {
 			states["confirmed"]++
 		}
+		samePages(t, rand.New(rand.NewPCG(seed, 3)), dir)
 		if i%5 == 0 {
 			grow := t.TempDir()
 			growIndex(t, rand.New(rand.NewPCG(seed, 2)), dir, grow)
@@ -220,4 +221,57 @@ func TestLineagePropertyCatchesMutant(t *testing.T) {
 		}
 	}
 	t.Fatalf("the mutant survived 200 generated trees from seed %d: the property test cannot see receipts kept by a revert", base)
+}
+
+// samePages pages unconfirmed through the index (Unconfirmed) and over the
+// full scan's lists (PageUnconfirmed), with random filters and page sizes,
+// and requires the same pages.
+func samePages(t *testing.T, rng *rand.Rand, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := tree.LoadDir(datadir.RolloutsDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tree.Build(c, tree.Options{})
+	r, err := OpenReader(ctx, datadir.IndexPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var ids []string
+	for _, d := range tr.Deliveries {
+		ids = append(ids, d.ToThread, d.FromThread)
+	}
+	for k := 0; k < 4; k++ {
+		uq := UnconfirmedQuery{Limit: rng.IntN(5)}
+		if k > 0 && rng.IntN(2) == 0 {
+			uq.State = States[rng.IntN(len(States))]
+		}
+		if k > 1 && len(ids) > 0 {
+			uq.Thread = ids[rng.IntN(len(ids))]
+		}
+		for pages := 0; ; pages++ {
+			got, err := r.Unconfirmed(ctx, uq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := PageUnconfirmed(tr.ChildResults, tr.Deliveries, uq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(want)
+			if string(g) != string(w) {
+				t.Fatalf("unconfirmed %+v page %d: the index gives\n%s\nthe full scan\n%s", uq, pages, g, w)
+			}
+			if got.NextCursor == "" {
+				break
+			}
+			if pages > 1000 {
+				t.Fatalf("unconfirmed %+v: no last page", uq)
+			}
+			uq.After = got.NextCursor
+		}
+	}
 }

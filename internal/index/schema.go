@@ -237,7 +237,7 @@ CREATE TABLE deliveries (
 CREATE INDEX deliveries_state ON deliveries(state, msg_id, to_thread);
 CREATE INDEX deliveries_to ON deliveries(to_thread, msg_id);
 CREATE INDEX deliveries_from ON deliveries(from_thread, msg_id, to_thread);
-CREATE INDEX deliveries_cr ON deliveries(cr_task, cr_result) WHERE cr_state <> '';
+CREATE INDEX deliveries_cr ON deliveries(cr_task, cr_result, cr_parent, cr_child) WHERE cr_state <> '';
 CREATE INDEX deliveries_cr_parent ON deliveries(cr_parent, cr_task, cr_result) WHERE cr_state <> '';
 CREATE INDEX deliveries_cr_child ON deliveries(cr_child, cr_task, cr_result) WHERE cr_state <> '';
 `
