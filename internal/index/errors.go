@@ -37,6 +37,20 @@ var (
 	ErrMirrorDamaged = errors.New("index: mirror file damaged")
 )
 
+// SchemaError is an index file of another schema version than this
+// build's (SchemaVersion). It wraps ErrSchema.
+type SchemaError struct {
+	Path  string
+	Found int // its PRAGMA user_version
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("index: %s has schema version %d; this build reads and writes %d (rebuild it: coordinator reindex)",
+		e.Path, e.Found, SchemaVersion)
+}
+
+func (e *SchemaError) Unwrap() error { return ErrSchema }
+
 // OrderError is a batch refused because its first record does not follow
 // the stored watermark.
 type OrderError struct {

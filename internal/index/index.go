@@ -80,18 +80,27 @@ func Open(ctx context.Context, dir string, opt Options) (*Index, error) {
 	}
 	ix, err := OpenFile(ctx, datadir.IndexPath(dir), opt)
 	if errors.Is(err, ErrSchema) {
-		// Not an index this build can use (garbage, another schema): the
-		// index is derived from the mirror, so keep the file aside and
-		// start an empty one, which CatchUp fills from the mirror files.
-		kept, aerr := setAside(datadir.IndexPath(dir))
-		if aerr != nil {
-			return nil, errors.Join(err, aerr)
-		}
+		// Not an index this build can use: the index is derived from the
+		// mirror, so start an empty one, which CatchUp fills from the
+		// mirror files. One of an older schema is simply replaced; anything
+		// else (garbage, a newer schema) is kept aside.
 		log := opt.Logger
 		if log == nil {
 			log = slog.Default()
 		}
-		log.Error("index: unusable index file set aside; rebuilding the index from the mirror", "err", err, "kept", kept)
+		var se *SchemaError
+		if errors.As(err, &se) && se.Found < SchemaVersion {
+			if rerr := removeDB(datadir.IndexPath(dir)); rerr != nil {
+				return nil, errors.Join(err, rerr)
+			}
+			log.Info("index: index.db has an older schema; rebuilding it from the mirror", "found", se.Found, "schema", SchemaVersion)
+		} else {
+			kept, aerr := setAside(datadir.IndexPath(dir))
+			if aerr != nil {
+				return nil, errors.Join(err, aerr)
+			}
+			log.Error("index: unusable index file set aside; rebuilding the index from the mirror", "err", err, "kept", kept)
+		}
 		ix, err = OpenFile(ctx, datadir.IndexPath(dir), opt)
 	}
 	if err != nil {
@@ -174,7 +183,7 @@ func OpenReader(ctx context.Context, path string) (*Reader, error) {
 	}
 	if v != SchemaVersion {
 		db.Close()
-		return nil, fmt.Errorf("%w: %s has schema version %d, this reader knows %d", ErrSchema, path, v, SchemaVersion)
+		return nil, &SchemaError{Path: path, Found: v}
 	}
 	return &Reader{queries: queries{db: db}, db: db, path: path}, nil
 }
@@ -230,7 +239,7 @@ func initSchema(ctx context.Context, db *sql.DB, path string) error {
 	case v == SchemaVersion:
 		return nil
 	case v != 0 || tables != 0:
-		return fmt.Errorf("%w: %s has schema version %d, this build writes %d (rebuild it: coordinator reindex)", ErrSchema, path, v, SchemaVersion)
+		return &SchemaError{Path: path, Found: v}
 	}
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("index %s: creating the schema: %w", path, err)
