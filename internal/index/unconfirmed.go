@@ -166,7 +166,9 @@ func (q *queries) Unconfirmed(ctx context.Context, uq UnconfirmedQuery) (Unconfi
 		}
 		uq.next(cur, &page, moreC, moreD)
 		if uq.Thread != "" {
-			return c.QueryRowContext(ctx, `SELECT count(*) FROM deliveries WHERE state = 'confirmed' AND (from_thread = ?1 OR to_thread = ?1)`,
+			// Two index lookups, not a scan of every confirmed delivery.
+			return c.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM deliveries WHERE from_thread = ?1 AND state = 'confirmed')
+				+ (SELECT count(*) FROM deliveries WHERE to_thread = ?1 AND from_thread <> ?1 AND state = 'confirmed')`,
 				uq.Thread).Scan(&page.Confirmed)
 		}
 		return c.QueryRowContext(ctx, `SELECT count(*) FROM deliveries WHERE state = 'confirmed'`).Scan(&page.Confirmed)
