@@ -67,8 +67,13 @@ func (ix *Index) apply(ctx context.Context, rolloutID string, batch []rollout.En
 			return err
 		}
 	}
-	if err := judge(ctx, tx, p.touched, ix.mutant); err != nil {
-		return err
+	if !ix.deferJudge {
+		if err := judge(ctx, tx, p.touched, ix.mutant); err != nil {
+			return err
+		}
+	}
+	if st.BasePending {
+		ix.anyPending = true
 	}
 	faults.Point("index.mid-tx") // crash tests: die with the batch's rows written, not committed
 	return sqlTx.Commit()

@@ -83,6 +83,10 @@ func (ix *Index) CatchUp(ctx context.Context, progress Progress) (CatchUpReport,
 // grown: they are reset and indexed again from their mirror files.
 func (ix *Index) dependents(ctx context.Context, base string, rep *CatchUpReport) error {
 	ix.mu.Lock()
+	if !ix.anyPending {
+		ix.mu.Unlock()
+		return nil
+	}
 	deps, err := pendingOn(ctx, ix.db, base)
 	ix.mu.Unlock()
 	if err != nil {
@@ -158,6 +162,22 @@ func sortedSet(set map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// judgeAll judges every delivery again, in one transaction (after a
+// catch-up that deferred it).
+func (ix *Index) judgeAll(ctx context.Context) error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := judgeAll(ctx, tx, ix.mutant); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // isRolloutProblem tells an error about one rollout's data from one about

@@ -57,6 +57,12 @@ type Index struct {
 	mu     sync.Mutex // serializes writes
 	stmts  *stmtCache // guarded by mu
 	mutant mutant
+	// deferJudge: applies leave the deliveries to judgeAll (Rebuild and
+	// VerifyIndex's private projections, judged once at the end).
+	deferJudge bool
+	// anyPending: some rollout's view prefix was not read whole
+	// (rollouts.base_pending); until then dependents has nothing to do.
+	anyPending bool
 }
 
 // Reader is a read-only view of an index.db. It never writes, never takes
@@ -107,6 +113,10 @@ func Open(ctx context.Context, dir string, opt Options) (*Index, error) {
 		return nil, err
 	}
 	ix.dir, ix.mirror = dir, dir
+	if err := ix.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM rollouts WHERE base_pending = 1)`).Scan(&ix.anyPending); err != nil {
+		ix.Close()
+		return nil, err
+	}
 	if err := ix.capWatermarks(ctx); err != nil {
 		ix.Close()
 		return nil, err

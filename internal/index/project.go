@@ -359,7 +359,7 @@ func (p *projector) reconciled(e *rollout.Entry, ord int64) error {
 
 // callItem follows replay's dangling calls (rule 5) over the physical
 // view: a call opens its call_id (replacing an open one of the same id), an
-// output closes it. OpenCalls counts the open ones.
+// output closes it. finish counts the open ones (OpenCalls).
 func (p *projector) callItem(e *rollout.Entry, ord int64, typ string) error {
 	switch {
 	case rollout.IsCall(typ):
@@ -377,34 +377,12 @@ func (p *projector) callItem(e *rollout.Entry, ord int64, typ string) error {
 }
 
 func (p *projector) openCall(id string, ord int64) error {
-	st := p.st
-	var open bool
-	err := p.scan(`SELECT open FROM calls WHERE rollout_id = ? AND call_id = ?`, []any{st.RolloutID, id}, &open)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		st.OpenCalls++
-		return p.exec(`INSERT INTO calls (rollout_id, call_id, ordinal, open) VALUES (?, ?, ?, 1)`, st.RolloutID, id, ord)
-	case err != nil:
-		return err
-	}
-	if !open {
-		st.OpenCalls++
-	}
-	return p.exec(`UPDATE calls SET ordinal = ?, open = 1 WHERE rollout_id = ? AND call_id = ?`, ord, st.RolloutID, id)
+	return p.exec(`INSERT INTO calls (rollout_id, call_id, ordinal, open) VALUES (?, ?, ?, 1)
+		ON CONFLICT (rollout_id, call_id) DO UPDATE SET ordinal = excluded.ordinal, open = 1`, p.st.RolloutID, id, ord)
 }
 
 func (p *projector) closeCall(id string) error {
-	st := p.st
-	var open bool
-	err := p.scan(`SELECT open FROM calls WHERE rollout_id = ? AND call_id = ?`, []any{st.RolloutID, id}, &open)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && !open) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	st.OpenCalls--
-	return p.exec(`UPDATE calls SET open = 0 WHERE rollout_id = ? AND call_id = ?`, st.RolloutID, id)
+	return p.exec(`UPDATE calls SET open = 0 WHERE rollout_id = ? AND call_id = ? AND open = 1`, p.st.RolloutID, id)
 }
 
 // startTurn opens a turn (replay's lifecycle rule 0).
@@ -544,6 +522,9 @@ func (p *projector) finish() error {
 		return err
 	}
 	if st.Interrupted, err = p.interrupted(); err != nil {
+		return err
+	}
+	if err := p.scan(`SELECT count(*) FROM calls WHERE rollout_id = ? AND open = 1`, []any{st.RolloutID}, &st.OpenCalls); err != nil {
 		return err
 	}
 	st.Status = ""

@@ -121,7 +121,6 @@ CREATE TABLE turns (
 ) WITHOUT ROWID;
 CREATE INDEX turns_id ON turns(rollout_id, turn_id);
 CREATE INDEX turns_effect ON turns(rollout_id, rolled_back, user, seq);
-CREATE INDEX turns_start ON turns(rollout_id, rolled_back, start_ordinal);
 CREATE INDEX turns_status ON turns(rollout_id, status, start_ordinal);
 
 CREATE TABLE items (
@@ -178,8 +177,8 @@ CREATE TABLE messages (
 CREATE INDEX messages_msg ON messages(msg_id);
 CREATE INDEX messages_key ON messages(to_thread, idempotency_key);
 CREATE INDEX messages_reply ON messages(in_reply_to) WHERE in_reply_to <> '';
-CREATE INDEX messages_thread ON messages(thread_id, direction);
-CREATE INDEX messages_origin ON messages(origin_rollout, origin_ordinal, rollout_id);
+CREATE INDEX messages_receipts ON messages(thread_id) WHERE direction = 'received' AND ordinal > 0;
+CREATE INDEX messages_origin ON messages(origin_rollout, origin_ordinal, rollout_id) WHERE ordinal < 0;
 
 CREATE TABLE settings (
 	rollout_id TEXT NOT NULL,
@@ -205,6 +204,8 @@ CREATE TABLE calls (
 	open       INTEGER NOT NULL,
 	PRIMARY KEY (rollout_id, call_id)
 ) WITHOUT ROWID;
+
+CREATE INDEX calls_open ON calls(rollout_id) WHERE open = 1;
 
 CREATE TABLE problems (
 	rollout_id TEXT NOT NULL,
@@ -238,8 +239,6 @@ CREATE INDEX deliveries_state ON deliveries(state, msg_id, to_thread);
 CREATE INDEX deliveries_to ON deliveries(to_thread, msg_id);
 CREATE INDEX deliveries_from ON deliveries(from_thread, msg_id, to_thread);
 CREATE INDEX deliveries_cr ON deliveries(cr_task, cr_result, cr_parent, cr_child) WHERE cr_state <> '';
-CREATE INDEX deliveries_cr_parent ON deliveries(cr_parent, cr_task, cr_result) WHERE cr_state <> '';
-CREATE INDEX deliveries_cr_child ON deliveries(cr_child, cr_task, cr_result) WHERE cr_state <> '';
 `
 
 // rolloutTables are the tables whose rows belong to one rollout, keyed by

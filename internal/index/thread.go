@@ -114,7 +114,8 @@ func refreshThread(ctx context.Context, tx queryer, thread string, touched map[s
 		}
 		probs = string(b)
 	}
-	if oldCur != t.CurrentRolloutID {
+	// A new thread's receipts are all in this batch, touched already.
+	if oldCur != t.CurrentRolloutID && oldCur != "" {
 		if err := touchReceipts(ctx, tx, thread, touched); err != nil {
 			return err
 		}
@@ -146,6 +147,7 @@ func touchReceipts(ctx context.Context, tx queryer, thread string, touched map[s
 		return nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT msg_id FROM messages WHERE thread_id = ? AND direction = 'received' AND ordinal > 0`, thread)
+	// (messages_receipts)
 	if err != nil {
 		return err
 	}

@@ -148,8 +148,11 @@ func (p *projector) interrupted() (int64, error) {
 	switch {
 	case err == nil:
 		var k sql.NullInt64
-		if err := p.scan(`SELECT max(start_ordinal) FROM turns WHERE rollout_id = ? AND rolled_back = 0 AND start_ordinal < ?`,
-			[]any{st.RolloutID, cp}, &k); err != nil {
+		// seq and start_ordinal grow together: the newest such turn is
+		// the first met walking back from the last.
+		err := p.scan(`SELECT start_ordinal FROM turns WHERE rollout_id = ? AND rolled_back = 0 AND start_ordinal < ? ORDER BY seq DESC LIMIT 1`,
+			[]any{st.RolloutID, cp}, &k)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return 0, err
 		}
 		from = cp + 1
