@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/dedupe"
@@ -53,32 +52,19 @@ func lineageOf(ctx context.Context, q queryer, dir string) (tree.Input, error) {
 	if err != nil {
 		return in, err
 	}
-	rows, err := q.QueryContext(ctx, `SELECT t.thread_id, t.chain, t.current_rollout_id, t.chain_problems, t.first_ts,
-		r.parent_thread_id, r.forked_from_id, r.agent_role, r.base_error, r.interrupted, r.open_calls
-		FROM threads t JOIN rollouts r ON r.rollout_id = t.current_rollout_id ORDER BY t.thread_id`)
+	rows, err := q.QueryContext(ctx, `SELECT thread_id, node FROM threads ORDER BY thread_id`)
 	if err != nil {
 		return in, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var f tree.ThreadFacts
-		var chain, chainProblems, baseErr string
-		if err := rows.Scan(&f.ID, &chain, &f.Current, &chainProblems, &f.Created, &f.ParentThreadID, &f.ForkedFromID, &f.AgentRole,
-			&baseErr, &f.InterruptedTurns, &f.UnknownCalls); err != nil {
+		var id, node string
+		if err := rows.Scan(&id, &node); err != nil {
 			return in, err
 		}
-		f.Rollouts = strings.Fields(chain)
-		if chainProblems != "" {
-			var ps []tree.Problem
-			if err := json.Unmarshal([]byte(chainProblems), &ps); err != nil {
-				return in, fmt.Errorf("index: thread %s: chain problems: %w", f.ID, err)
-			}
-			problems = append(problems, ps...)
-		}
-		if baseErr != "" {
-			// Its view could not be read: no state, as the full scan has none.
-			f.InterruptedTurns, f.UnknownCalls = 0, 0
-			problems = append(problems, tree.Problem{Kind: "bad_base", Thread: f.ID, Rollout: f.Current, Detail: baseErr})
+		f, err := decodeNode(id, node)
+		if err != nil {
+			return in, err
 		}
 		for _, rid := range f.Rollouts {
 			f.Spawns = append(f.Spawns, spawns[rid]...)
@@ -87,6 +73,41 @@ func lineageOf(ctx context.Context, q queryer, dir string) (tree.Input, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return in, err
+	}
+	rows.Close()
+	// The threads' own problems, in thread order: the chain's, then a view
+	// that could not be read (no state then, as the full scan has none).
+	bad := map[string]bool{}
+	rows, err = q.QueryContext(ctx, `SELECT thread_id, current_rollout_id, chain_problems, base_error FROM threads
+		WHERE chain_problems <> '' OR base_error <> '' ORDER BY thread_id`)
+	if err != nil {
+		return in, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, cur, chainProblems, baseErr string
+		if err := rows.Scan(&id, &cur, &chainProblems, &baseErr); err != nil {
+			return in, err
+		}
+		if chainProblems != "" {
+			var ps []tree.Problem
+			if err := json.Unmarshal([]byte(chainProblems), &ps); err != nil {
+				return in, fmt.Errorf("index: thread %s: chain problems: %w", id, err)
+			}
+			problems = append(problems, ps...)
+		}
+		if baseErr != "" {
+			bad[id] = true
+			problems = append(problems, tree.Problem{Kind: "bad_base", Thread: id, Rollout: cur, Detail: baseErr})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return in, err
+	}
+	for i := range in.Threads {
+		if bad[in.Threads[i].ID] {
+			in.Threads[i].InterruptedTurns, in.Threads[i].UnknownCalls = 0, 0
+		}
 	}
 	in.Problems = problems
 	in.Deliveries, err = deliveriesWhere(ctx, q, `state <> 'confirmed'`, 0)
@@ -165,10 +186,14 @@ func mirrorName(dir, id string) string {
 	return datadir.RolloutsDir(dir) + "/" + id + datadir.JSONLExt
 }
 
-// spawnsOf returns every rollout's thread_spawned records, in record order.
+// spawnsOf returns every rollout's thread_spawned records, in record order,
+// but the redundant ones (edges.redundant: the child's own current
+// session_meta names the same parent, and tree.Assemble does nothing with
+// those), which are most of a big tree's edges.
 func spawnsOf(ctx context.Context, q queryer) (map[string][]tree.SpawnFact, error) {
-	rows, err := q.QueryContext(ctx, `SELECT e.rollout_id, e.child_thread_id, e.agent_role, r.last_ts FROM edges e
-		JOIN rollouts r USING (rollout_id) WHERE e.evidence = 'thread_spawned' AND e.ordinal > 0 ORDER BY e.rollout_id, e.ordinal`)
+	rows, err := q.QueryContext(ctx, `SELECT e.rollout_id, e.child_thread_id, e.agent_role,
+		(SELECT r.last_ts FROM rollouts r WHERE r.rollout_id = e.rollout_id) FROM edges e
+		WHERE e.evidence = 'thread_spawned' AND e.redundant = 0 AND e.ordinal > 0 ORDER BY e.rollout_id, e.ordinal`)
 	if err != nil {
 		return nil, err
 	}

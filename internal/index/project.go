@@ -155,7 +155,9 @@ func (p *projector) meta(e *rollout.Entry, ord int64) error {
 		WHERE rollout_id = ?2 AND thread_id = ''`, m.ID, st.RolloutID); err != nil {
 		return err
 	}
-	if err := p.exec(`UPDATE edges SET parent_thread_id = ? WHERE rollout_id = ? AND evidence = 'thread_spawned' AND parent_thread_id = ''`, m.ID, st.RolloutID); err != nil {
+	if err := p.exec(`UPDATE edges SET parent_thread_id = ?1,
+		redundant = EXISTS (SELECT 1 FROM threads t WHERE t.thread_id = edges.child_thread_id AND t.tree_parent = ?1)
+		WHERE rollout_id = ?2 AND evidence = 'thread_spawned' AND parent_thread_id = ''`, m.ID, st.RolloutID); err != nil {
 		return err
 	}
 	if m.HistoryBase != nil {
@@ -164,9 +166,15 @@ func (p *projector) meta(e *rollout.Entry, ord int64) error {
 	return nil
 }
 
+// edge writes an edge. A thread_spawned edge whose child's current
+// session_meta names the same parent is redundant: the tree learns nothing
+// from it (a parent a child names itself stands), and a big tree's Lineage
+// skips it. refreshThread keeps the flag as the child's parent changes.
 func (p *projector) edge(ord int64, kind, parent, child, evidence, role string) error {
-	return p.exec(`INSERT INTO edges (rollout_id, ordinal, kind, parent_thread_id, child_thread_id, evidence, agent_role)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, p.st.RolloutID, ord, kind, parent, child, evidence, role)
+	return p.exec(`INSERT INTO edges (rollout_id, ordinal, kind, parent_thread_id, child_thread_id, evidence, agent_role, redundant)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6 = 'thread_spawned' AND ?4 <> ''
+			AND EXISTS (SELECT 1 FROM threads t WHERE t.thread_id = ?5 AND t.tree_parent = ?4))`,
+		p.st.RolloutID, ord, kind, parent, child, evidence, role)
 }
 
 // Excerpts are cut to this many runes.

@@ -78,8 +78,12 @@ CREATE TABLE threads (
 	rollouts           INTEGER NOT NULL DEFAULT 0,
 	chain              TEXT NOT NULL DEFAULT '',
 	chain_problems     TEXT NOT NULL DEFAULT '',
-	first_ts           TEXT NOT NULL DEFAULT ''
+	first_ts           TEXT NOT NULL DEFAULT '',
+	base_error         TEXT NOT NULL DEFAULT '',
+	tree_parent        TEXT NOT NULL DEFAULT '',
+	node               TEXT NOT NULL DEFAULT ''
 );
+CREATE INDEX threads_problems ON threads(thread_id) WHERE chain_problems <> '' OR base_error <> '';
 CREATE INDEX threads_page ON threads(created_at DESC, thread_id DESC);
 
 CREATE VIRTUAL TABLE threads_fts USING fts5(
@@ -147,10 +151,12 @@ CREATE TABLE edges (
 	evidence         TEXT NOT NULL,
 	agent_role       TEXT NOT NULL DEFAULT '',
 	in_effect        INTEGER NOT NULL DEFAULT 1,
+	redundant        INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (rollout_id, ordinal, kind)
 ) WITHOUT ROWID;
 CREATE INDEX edges_parent ON edges(parent_thread_id);
 CREATE INDEX edges_child ON edges(child_thread_id);
+CREATE INDEX edges_spawned ON edges(rollout_id, ordinal) WHERE evidence = 'thread_spawned' AND redundant = 0;
 
 CREATE TABLE messages (
 	rollout_id      TEXT NOT NULL,
@@ -250,7 +256,7 @@ var rolloutTables = []string{"items", "turns", "edges", "messages", "settings", 
 // FTS rowid and depends on the order rollouts were first indexed.
 var comparedTables = []struct{ name, cols, order string }{
 	{"rollouts", "*", "rollout_id"},
-	{"threads", "thread_id, parent_thread_id, forked_from_id, source, agent_role, title, first_message, model, cwd, created_at, updated_at, status, current_rollout_id, rollouts, chain, chain_problems, first_ts", "thread_id"},
+	{"threads", "thread_id, parent_thread_id, forked_from_id, source, agent_role, title, first_message, model, cwd, created_at, updated_at, status, current_rollout_id, rollouts, chain, chain_problems, first_ts, base_error, tree_parent, node", "thread_id"},
 	{"turns", "*", "rollout_id, seq"},
 	{"items", "*", "rollout_id, ordinal"},
 	{"edges", "*", "rollout_id, ordinal, kind"},

@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/logbook-agents/logbook/internal/tree"
@@ -28,19 +30,21 @@ import (
 // effect: their msg ids are added to touched.
 func refreshThread(ctx context.Context, tx queryer, thread string, touched map[string]bool) error {
 	rows, err := tx.QueryContext(ctx, `SELECT rollout_id, parent_thread_id, forked_from_id, source, agent_role, title, first_message,
-		model, cwd, status, created_at, updated_at, sealed_by, first_ts, last_ts FROM rollouts WHERE thread_id = ? ORDER BY created_at, rollout_id`, thread)
+		model, cwd, status, created_at, updated_at, sealed_by, first_ts, last_ts, base_error, interrupted, open_calls
+		FROM rollouts WHERE thread_id = ? ORDER BY created_at, rollout_id`, thread)
 	if err != nil {
 		return err
 	}
 	type ro struct {
-		id, parent, forked, source, role, title, first, model, cwd, status, created, updated, sealed, firstTS, lastTS string
+		id, parent, forked, source, role, title, first, model, cwd, status, created, updated, sealed, firstTS, lastTS, baseErr string
+		interrupted, openCalls                                                                                                 int
 	}
 	var rs []ro
 	byID := map[string]int{}
 	for rows.Next() {
 		var r ro
 		if err := rows.Scan(&r.id, &r.parent, &r.forked, &r.source, &r.role, &r.title, &r.first, &r.model, &r.cwd, &r.status,
-			&r.created, &r.updated, &r.sealed, &r.firstTS, &r.lastTS); err != nil {
+			&r.created, &r.updated, &r.sealed, &r.firstTS, &r.lastTS, &r.baseErr, &r.interrupted, &r.openCalls); err != nil {
 			rows.Close()
 			return err
 		}
@@ -51,8 +55,8 @@ func refreshThread(ctx context.Context, tx queryer, thread string, touched map[s
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	var oldCur string
-	err = tx.QueryRowContext(ctx, `SELECT current_rollout_id FROM threads WHERE thread_id = ?`, thread).Scan(&oldCur)
+	var oldCur, oldParent string
+	err = tx.QueryRowContext(ctx, `SELECT current_rollout_id, tree_parent FROM threads WHERE thread_id = ?`, thread).Scan(&oldCur, &oldParent)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
@@ -61,6 +65,9 @@ func refreshThread(ctx context.Context, tx queryer, thread string, touched map[s
 			if err := touchReceipts(ctx, tx, thread, touched); err != nil {
 				return err
 			}
+		}
+		if err := markSpawns(ctx, tx, thread, oldParent, ""); err != nil {
+			return err
 		}
 		_, err := tx.ExecContext(ctx, `DELETE FROM threads WHERE thread_id = ?`, thread)
 		return err
@@ -114,22 +121,30 @@ func refreshThread(ctx context.Context, tx queryer, thread string, touched map[s
 		}
 		probs = string(b)
 	}
+	if err := markSpawns(ctx, tx, thread, oldParent, cur.parent); err != nil {
+		return err
+	}
 	// A new thread's receipts are all in this batch, touched already.
 	if oldCur != t.CurrentRolloutID && oldCur != "" {
 		if err := touchReceipts(ctx, tx, thread, touched); err != nil {
 			return err
 		}
 	}
+	node := tree.ThreadFacts{Rollouts: chain, Current: cur.id, ParentThreadID: cur.parent, ForkedFromID: cur.forked, AgentRole: cur.role,
+		Created: firstTS, InterruptedTurns: cur.interrupted, UnknownCalls: cur.openCalls}
 	_, err = tx.ExecContext(ctx, `INSERT INTO threads (thread_id, parent_thread_id, forked_from_id, source, agent_role, title,
-		first_message, model, cwd, created_at, updated_at, status, current_rollout_id, rollouts, chain, chain_problems, first_ts)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		first_message, model, cwd, created_at, updated_at, status, current_rollout_id, rollouts, chain, chain_problems, first_ts,
+		base_error, tree_parent, node)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (thread_id) DO UPDATE SET parent_thread_id = excluded.parent_thread_id, forked_from_id = excluded.forked_from_id,
 		source = excluded.source, agent_role = excluded.agent_role, title = excluded.title, first_message = excluded.first_message,
 		model = excluded.model, cwd = excluded.cwd, created_at = excluded.created_at, updated_at = excluded.updated_at,
 		status = excluded.status, current_rollout_id = excluded.current_rollout_id, rollouts = excluded.rollouts,
-		chain = excluded.chain, chain_problems = excluded.chain_problems, first_ts = excluded.first_ts`,
+		chain = excluded.chain, chain_problems = excluded.chain_problems, first_ts = excluded.first_ts,
+		base_error = excluded.base_error, tree_parent = excluded.tree_parent, node = excluded.node`,
 		t.ID, t.ParentThreadID, t.ForkedFromID, t.Source, t.AgentRole, t.Title, t.FirstMessage, t.Model, t.Cwd,
-		t.CreatedAt, t.UpdatedAt, t.Status, t.CurrentRolloutID, t.Rollouts, strings.Join(chain, " "), probs, firstTS)
+		t.CreatedAt, t.UpdatedAt, t.Status, t.CurrentRolloutID, t.Rollouts, strings.Join(chain, " "), probs, firstTS,
+		cur.baseErr, cur.parent, encodeNode(node))
 	return err
 }
 
@@ -160,4 +175,51 @@ func touchReceipts(ctx context.Context, tx queryer, thread string, touched map[s
 		touched[m] = true
 	}
 	return rows.Err()
+}
+
+// encodeNode packs what the tree needs of a thread (all but its id, its
+// spawns and its problems) into threads.node, one column a big tree's
+// Lineage reads per thread: each field as its length, a colon, its bytes.
+func encodeNode(f tree.ThreadFacts) string {
+	var b strings.Builder
+	for _, s := range []string{strings.Join(f.Rollouts, " "), f.Current, f.ParentThreadID, f.ForkedFromID, f.AgentRole, f.Created,
+		strconv.Itoa(f.InterruptedTurns), strconv.Itoa(f.UnknownCalls)} {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// decodeNode unpacks threads.node.
+func decodeNode(id, s string) (tree.ThreadFacts, error) {
+	f := tree.ThreadFacts{ID: id}
+	var fields [8]string
+	for i := range fields {
+		colon := strings.IndexByte(s, ':')
+		n, err := strconv.Atoi(s[:max(colon, 0)])
+		if colon < 0 || err != nil || n < 0 || n > len(s)-colon-1 {
+			return f, fmt.Errorf("index: thread %s: a damaged node row", id)
+		}
+		fields[i], s = s[colon+1:colon+1+n], s[colon+1+n:]
+	}
+	var err1, err2 error
+	f.Rollouts, f.Current, f.ParentThreadID, f.ForkedFromID, f.AgentRole, f.Created = strings.Fields(fields[0]), fields[1], fields[2], fields[3], fields[4], fields[5]
+	f.InterruptedTurns, err1 = strconv.Atoi(fields[6])
+	f.UnknownCalls, err2 = strconv.Atoi(fields[7])
+	if err1 != nil || err2 != nil || s != "" {
+		return f, fmt.Errorf("index: thread %s: a damaged node row", id)
+	}
+	return f, nil
+}
+
+// markSpawns keeps edges.redundant of the thread_spawned edges naming
+// thread as the parent its current session_meta names changes.
+func markSpawns(ctx context.Context, tx queryer, thread, old, parent string) error {
+	if old == parent {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE edges SET redundant = (?2 <> '' AND parent_thread_id = ?2)
+		WHERE child_thread_id = ?1 AND evidence = 'thread_spawned'`, thread, parent)
+	return err
 }
