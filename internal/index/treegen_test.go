@@ -162,7 +162,6 @@ func (g *agentGen) received(r *genRollout, msg, key, from, kind, reply string) {
 // agent runs one thread's life: a task turn when it has a parent, children
 // (depth permitting), results received, and its perturbations.
 func (g *agentGen) agent(th *genThread, parent *genThread, task, key string) {
-	r := th.cur
 	var result string
 	if parent != nil {
 		id := g.turn(th, false)
@@ -201,7 +200,7 @@ func (g *agentGen) agent(th *genThread, parent *genThread, task, key string) {
 			id := g.turn(th, true)
 			for i := 0; i < n; i++ {
 				child := g.id("t")
-				r = th.cur
+				r := th.cur
 				r.add(r.b.Event(rollout.ThreadSpawned{Type: rollout.EventThreadSpawned, ChildThreadID: child, AgentRole: "worker"}))
 				msg, k := g.id("m"), g.id("k")
 				g.sent(r, msg, k, child, rollout.MsgTask, "")
