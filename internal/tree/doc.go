@@ -35,4 +35,15 @@
 // The tree is rebuilt after a restart from the mirror's rollout files (or any
 // directory of rollouts, such as ~/.codex/sessions); rebuilt at quiescence it
 // equals the tree before: same IDs, edges and rollout chains.
+//
+// # Two sources, one assembly
+//
+// Build is the full scan: it reads every rollout, replays every current
+// view and judges the ledger (dedupe), then hands the facts of each thread
+// (its chain, current rollout, counts and spawn records; an Input) to
+// Assemble, which makes the nodes, parent links, statuses, roots, orphans
+// and cycles. The index keeps the same facts as projections and hands them
+// to the same Assemble (index.Lineage), so the rules are written once: the
+// revert chain is Chain, called by both. Page lists a tree's nodes in tree
+// order, by status, a page at a time, with a cursor.
 package tree
