@@ -189,9 +189,8 @@ func (g *agentGen) agent(th *genThread, parent *genThread, task, key string) {
 		g.end(th, id)
 	}
 	type kid struct {
-		th         *genThread
-		task, key  string
-		replyLater bool
+		th        *genThread
+		task, key string
 	}
 	var kids []kid
 	if th.depth < 3 {
@@ -219,7 +218,7 @@ func (g *agentGen) agent(th *genThread, parent *genThread, task, key string) {
 				c := &genThread{id: child, paginated: g.chance(0.35), depth: th.depth + 1}
 				g.threads = append(g.threads, c)
 				g.newRollout(c, meta)
-				kids = append(kids, kid{c, msg, k, true})
+				kids = append(kids, kid{c, msg, k})
 			}
 			g.work(th)
 			g.end(th, id)
