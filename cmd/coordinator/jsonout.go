@@ -268,6 +268,45 @@ func treeOf(t *tree.Tree, roots []*tree.Node) treeJSON {
 	return out
 }
 
+// pageNodeJSON is a node of a paged tree: no children, its depth and how
+// many children it has instead.
+type pageNodeJSON struct {
+	ThreadID       string     `json:"thread_id"`
+	ParentThreadID string     `json:"parent_thread_id"`
+	ForkedFromID   string     `json:"forked_from_id"`
+	RolloutID      string     `json:"rollout_id"`
+	Rollouts       []string   `json:"rollouts"`
+	AgentRole      string     `json:"agent_role"`
+	Status         string     `json:"status"`
+	Counts         countsJSON `json:"counts"`
+	Unconfirmed    int        `json:"unconfirmed"`
+	Depth          int        `json:"depth"`
+	ChildCount     int        `json:"child_count"`
+}
+
+type treePageJSON struct {
+	Nodes      []pageNodeJSON    `json:"nodes"`
+	Orphans    []string          `json:"orphans"`
+	Problems   []treeProblemJSON `json:"problems"`
+	NextCursor string            `json:"next_cursor"`
+}
+
+// treePageOf is a page of nodes; orphans and problems on the first page.
+func treePageOf(t *tree.Tree, page tree.Page, first bool) treePageJSON {
+	out := treePageJSON{Nodes: []pageNodeJSON{}, Orphans: []string{}, Problems: []treeProblemJSON{}, NextCursor: page.NextCursor}
+	for _, n := range page.Nodes {
+		j := nodeOf(n.Node)
+		out.Nodes = append(out.Nodes, pageNodeJSON{ThreadID: j.ThreadID, ParentThreadID: j.ParentThreadID, ForkedFromID: j.ForkedFromID,
+			RolloutID: j.RolloutID, Rollouts: j.Rollouts, AgentRole: j.AgentRole, Status: j.Status, Counts: j.Counts, Unconfirmed: j.Unconfirmed,
+			Depth: n.Depth, ChildCount: len(n.Children)})
+	}
+	if first {
+		full := treeOf(t, nil)
+		out.Orphans, out.Problems = full.Orphans, full.Problems
+	}
+	return out
+}
+
 type childResultJSON struct {
 	TaskMsgID    string `json:"task_msg_id"`
 	ResultMsgID  string `json:"result_msg_id"`
@@ -295,10 +334,11 @@ type unconfirmedJSON struct {
 	ChildResults []childResultJSON `json:"child_results"`
 	Deliveries   []deliveryJSON    `json:"deliveries"`
 	Confirmed    int               `json:"confirmed"`
+	NextCursor   string            `json:"next_cursor"`
 }
 
-func unconfirmedOf(results []dedupe.ChildResult, pending []dedupe.Delivery, confirmed int) unconfirmedJSON {
-	out := unconfirmedJSON{ChildResults: []childResultJSON{}, Deliveries: []deliveryJSON{}, Confirmed: confirmed}
+func unconfirmedOf(results []dedupe.ChildResult, pending []dedupe.Delivery, confirmed int, next string) unconfirmedJSON {
+	out := unconfirmedJSON{ChildResults: []childResultJSON{}, Deliveries: []deliveryJSON{}, Confirmed: confirmed, NextCursor: next}
 	for _, r := range results {
 		out.ChildResults = append(out.ChildResults, childResultJSON{TaskMsgID: r.TaskMsgID, ResultMsgID: r.ResultMsgID,
 			ParentThread: r.Parent, ChildThread: r.Child, State: r.State, Reason: r.Reason})

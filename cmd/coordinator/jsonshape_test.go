@@ -163,6 +163,27 @@ type treeDoc struct {
 	Problems []problemDoc `json:"problems"`
 }
 
+type pageNodeDoc struct {
+	ThreadID       string    `json:"thread_id"`
+	ParentThreadID string    `json:"parent_thread_id"`
+	ForkedFromID   string    `json:"forked_from_id"`
+	RolloutID      string    `json:"rollout_id"`
+	Rollouts       []string  `json:"rollouts"`
+	AgentRole      string    `json:"agent_role"`
+	Status         string    `json:"status"`
+	Counts         countsDoc `json:"counts"`
+	Unconfirmed    int       `json:"unconfirmed"`
+	Depth          int       `json:"depth"`
+	ChildCount     int       `json:"child_count"`
+}
+
+type treePageDoc struct {
+	Nodes      []pageNodeDoc `json:"nodes"`
+	Orphans    []string      `json:"orphans"`
+	Problems   []problemDoc  `json:"problems"`
+	NextCursor string        `json:"next_cursor"`
+}
+
 type childResultDoc struct {
 	TaskMsgID    string `json:"task_msg_id"`
 	ResultMsgID  string `json:"result_msg_id"`
@@ -190,6 +211,7 @@ type unconfirmedDoc struct {
 	ChildResults []childResultDoc `json:"child_results"`
 	Deliveries   []deliveryDoc    `json:"deliveries"`
 	Confirmed    int              `json:"confirmed"`
+	NextCursor   string           `json:"next_cursor"`
 }
 
 type threadDoc struct {

@@ -12,6 +12,7 @@ import (
 
 func newTreeCmd() *cobra.Command {
 	var src sourceFlags
+	var pf pageFlags
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "tree [THREAD]",
@@ -29,35 +30,58 @@ wrote a line is still shown, from its parent's record of the spawn. Orphans
 (their parent is nowhere), duplicate thread IDs and cycles are reported below
 the tree, never fatal.
 
-With THREAD, only that thread's subtree is shown.
+With --data the answer comes from the data dir's index, which keeps the
+lineage as it indexes the mirror (a query, not a replay of every file); a data
+dir without an index is read file by file, as --rollouts reads any directory.
+Both give the same tree (verify --data checks it).
+
+With THREAD (or --thread), only that thread's subtree is shown. --state,
+--limit or --after list the nodes instead, one a line in tree order with their
+depth, a page at a time: --state keeps the nodes in that state, --limit N
+ends a page after N nodes with the cursor of the next (--after); orphans and
+problems come with the first page.
 
 Exit status: 0 when the tree was built (problems in the input are reported,
-not fatal), 1 when the directory cannot be read or THREAD is not there, 2 for
-a usage error.`,
+not fatal), 1 when the directory or the index cannot be read, THREAD is not
+there or the cursor is not valid, 2 for a usage error.`,
 		Example: `  coordinator tree --rollouts ~/.codex/sessions
-  coordinator tree --data /var/lib/logbook release-P --json`,
-		Args: checkedArgs(cobra.MaximumNArgs(1), src.check),
+  coordinator tree --data /var/lib/logbook release-P --json
+  coordinator tree --data /var/lib/logbook --state needs_attention --limit 50`,
+		Args: pf.args(&src),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := src.build(cmd.Context())
+			t, err := src.lineage(cmd.Context())
 			if err != nil {
 				return err
 			}
 			roots := t.Roots
-			if len(args) == 1 {
-				n, err := t.Find(args[0])
+			root := ""
+			if pf.thread != "" {
+				n, err := t.Find(pf.thread)
 				if err != nil {
 					return fmt.Errorf("%w (tree without THREAD lists them all)", err)
 				}
-				roots = []*tree.Node{n}
+				roots, root = []*tree.Node{n}, n.ThreadID
+			}
+			if !pf.paged() {
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), treeOf(t, roots))
+				}
+				renderTree(cmd.OutOrStdout(), t, roots)
+				return nil
+			}
+			page, err := t.Page(tree.PageQuery{Root: root, State: pf.state, Limit: pf.limit, After: pf.after})
+			if err != nil {
+				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), treeOf(t, roots))
+				return writeJSON(cmd.OutOrStdout(), treePageOf(t, page, pf.after == ""))
 			}
-			renderTree(cmd.OutOrStdout(), t, roots)
+			renderTreePage(cmd.OutOrStdout(), t, page, pf.after == "", pf.nextHint("tree", &src, page.NextCursor))
 			return nil
 		},
 	}
 	src.register(cmd)
+	pf.register(cmd, tree.Active, tree.NeedsAttention, tree.Idle)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the tree as JSON")
 	return cmd
 }
@@ -69,6 +93,10 @@ func renderTree(w io.Writer, t *tree.Tree, roots []*tree.Node) {
 	for _, n := range roots {
 		renderNode(w, n, "", "")
 	}
+	renderProblems(w, t)
+}
+
+func renderProblems(w io.Writer, t *tree.Tree) {
 	if len(t.Orphans) > 0 {
 		fmt.Fprintf(w, "\nOrphans (their parent thread is nowhere here): %s\n", strings.Join(t.Orphans, ", "))
 	}
@@ -77,6 +105,23 @@ func renderTree(w io.Writer, t *tree.Tree, roots []*tree.Node) {
 		for _, p := range t.Problems {
 			fmt.Fprintf(w, "  %-18s %s\n", p.Kind, p.Detail)
 		}
+	}
+}
+
+// renderTreePage prints a page of nodes, indented by depth, with the
+// orphans and problems on the first page and the next page's command.
+func renderTreePage(w io.Writer, t *tree.Tree, page tree.Page, first bool, next string) {
+	if len(page.Nodes) == 0 {
+		fmt.Fprintln(w, "no threads")
+	}
+	for _, n := range page.Nodes {
+		fmt.Fprintf(w, "%s%s  %s%s\n", strings.Repeat("  ", n.Depth), n.ThreadID, n.Status, nodeDetail(n.Node))
+	}
+	if first {
+		renderProblems(w, t)
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintf(w, "\n%s; next page: %s\n", plural(len(page.Nodes), "thread", "threads"), next)
 	}
 }
 

@@ -111,6 +111,13 @@ func runVerifyData(ctx context.Context, w io.Writer, fl verifyFlags) error {
 		return err
 	default:
 		ic.Checked, ic.Rollouts, ic.Problems = true, len(rep.Rollouts), rep.Problems
+		// The lineage and the ledger the index answers tree and unconfirmed
+		// from, against the full scan of the same records.
+		lp, err := index.VerifyLineage(ctx, dir)
+		if err != nil {
+			return err
+		}
+		ic.Problems = append(ic.Problems, lp...)
 	}
 	files, err := datadir.MirrorFiles(dir)
 	if err != nil {
@@ -193,6 +200,17 @@ func writeVerifyData(w io.Writer, dir string, ic indexCheck, checks []fileCheck,
 			}
 			fmt.Fprintf(w, "  %s: %s: %s\n", loc, p.Kind, oneLine(p.Detail))
 		}
+		differ := 0
+		for _, p := range ic.Problems {
+			if p.Kind == "lineage_differs" || p.Kind == "ledger_differs" {
+				differ++
+			}
+		}
+		status = "ok: tree and unconfirmed from the index equal a full scan of the same records"
+		if differ > 0 {
+			status = plural(differ, "problem", "problems") + " (listed above)"
+		}
+		fmt.Fprintf(w, "Index lineage and ledger against a full scan: %s\n", status)
 	}
 	fmt.Fprintf(w, "\nMirror files: %s, %d ok, %d with problems\n", plural(len(checks), "file", "files"), len(checks)-badFiles, badFiles)
 	for i := range checks {

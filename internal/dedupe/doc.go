@@ -33,6 +33,10 @@
 // rolled back was still acted on) and in effect for confirmation (the
 // receiver's model must still know the message).
 //
+// A delivery is named (its key, sender, kind, reason) by its first send
+// written (by rollout id, then ordinal), so a re-send gives the same text
+// every time; lists come out sorted, never in map order.
+//
 // ChildResults answers the question operators ask most: which child results
 // are still unconfirmed — tasks whose child never sent a result, and results
 // not confirmed at the parent.

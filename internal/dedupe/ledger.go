@@ -169,6 +169,8 @@ func (l *Ledger) judge(k key, ss []Send, rs []Receipt, keyMsgs map[[2]string]map
 			sentHere = append(sentHere, s)
 		}
 	}
+	// The first send written names the delivery (a re-send repeats it).
+	sort.Slice(sentHere, func(i, j int) bool { return lessOrigin(sentHere[i].Origin, sentHere[j].Origin) })
 	switch {
 	case len(sentHere) > 0:
 		s := sentHere[0]
@@ -290,10 +292,16 @@ func (l *Ledger) ChildResults(deliveries []Delivery) []ChildResult {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].TaskMsgID != out[j].TaskMsgID {
-			return out[i].TaskMsgID < out[j].TaskMsgID
+		a, b := out[i], out[j]
+		switch {
+		case a.TaskMsgID != b.TaskMsgID:
+			return a.TaskMsgID < b.TaskMsgID
+		case a.ResultMsgID != b.ResultMsgID:
+			return a.ResultMsgID < b.ResultMsgID
+		case a.Parent != b.Parent:
+			return a.Parent < b.Parent
 		}
-		return out[i].ResultMsgID < out[j].ResultMsgID
+		return a.Child < b.Child
 	})
 	return out
 }

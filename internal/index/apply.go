@@ -51,7 +51,7 @@ func (ix *Index) apply(ctx context.Context, rolloutID string, batch []rollout.En
 	if err != nil {
 		return err
 	}
-	p := &projector{ctx: ctx, tx: tx, st: &st}
+	p := &projector{ctx: ctx, tx: tx, st: &st, dir: ix.mirror, touched: map[string]bool{}}
 	for i := range batch {
 		if err := p.record(&batch[i], ords[i]); err != nil {
 			return err
@@ -63,9 +63,17 @@ func (ix *Index) apply(ctx context.Context, rolloutID string, batch []rollout.En
 		return err
 	}
 	if st.ThreadID != "" {
-		if err := refreshThread(ctx, tx, st.ThreadID); err != nil {
+		if err := refreshThread(ctx, tx, st.ThreadID, p.touched); err != nil {
 			return err
 		}
+	}
+	if !ix.deferJudge {
+		if err := judge(ctx, tx, p.touched, ix.mutant); err != nil {
+			return err
+		}
+	}
+	if st.BasePending {
+		ix.anyPending = true
 	}
 	faults.Point("index.mid-tx") // crash tests: die with the batch's rows written, not committed
 	return sqlTx.Commit()

@@ -2,10 +2,12 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"sort"
 
 	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/rollout"
@@ -66,8 +68,116 @@ func (ix *Index) CatchUp(ctx context.Context, progress Progress) (CatchUpReport,
 			ix.log.Warn("index: catch-up stopped short", "rollout", f.RolloutID, "err", err)
 			rep.Problems = append(rep.Problems, err)
 		}
+		if n > 0 || reset {
+			if err := ix.dependents(ctx, f.RolloutID, &rep); err != nil {
+				return rep, err
+			}
+		}
 	}
 	return rep, nil
+}
+
+// dependents projects again the rollouts whose view's prefix, read from
+// the mirror files of their bases, was not there to its end when they were
+// indexed (a base mirrored after them) and whose view holds base, which has
+// grown: they are reset and indexed again from their mirror files.
+func (ix *Index) dependents(ctx context.Context, base string, rep *CatchUpReport) error {
+	ix.mu.Lock()
+	if !ix.anyPending {
+		ix.mu.Unlock()
+		return nil
+	}
+	deps, err := pendingOn(ctx, ix.db, base)
+	ix.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, id := range deps {
+		path := datadir.MirrorPath(ix.dir, id)
+		if path == "" {
+			continue
+		}
+		if err := ix.reset(ctx, id); err != nil {
+			return err
+		}
+		n, _, err := ix.catchUpFile(ctx, id, path, -1, nil)
+		if rep != nil {
+			rep.Records += n
+		}
+		if err != nil {
+			if ctx.Err() != nil || !isRolloutProblem(err) {
+				return err
+			}
+			if rep != nil {
+				rep.Problems = append(rep.Problems, err)
+			}
+		}
+	}
+	return nil
+}
+
+// pendingOn lists the rollouts whose prefix was not read whole and whose
+// chain of history_base rollouts passes through base.
+func pendingOn(ctx context.Context, q queryer, base string) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT rollout_id, base_rollout_id FROM rollouts WHERE base_pending = 1`)
+	if err != nil {
+		return nil, err
+	}
+	pending := map[string]string{}
+	for rows.Next() {
+		var id, b string
+		if err := rows.Scan(&id, &b); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		pending[id] = b
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	deps := map[string]bool{}
+	for id, b := range pending {
+		for depth := 0; b != "" && depth < 64; depth++ {
+			if b == base {
+				deps[id] = true
+				break
+			}
+			err := q.QueryRowContext(ctx, `SELECT base_rollout_id FROM rollouts WHERE rollout_id = ?`, b).Scan(&b)
+			if errors.Is(err, sql.ErrNoRows) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	return sortedSet(deps), nil
+}
+
+func sortedSet(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// judgeAll judges every delivery again, in one transaction (after a
+// catch-up that deferred it).
+func (ix *Index) judgeAll(ctx context.Context) error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := judgeAll(ctx, tx, ix.mutant); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // isRolloutProblem tells an error about one rollout's data from one about
@@ -88,7 +198,13 @@ func (ix *Index) CatchUpRollout(ctx context.Context, rolloutID string) (int, err
 	if path == "" {
 		return 0, fmt.Errorf("index: rollout %s: no mirror file: %w", rolloutID, fs.ErrNotExist)
 	}
-	n, _, err := ix.catchUpFile(ctx, rolloutID, path, -1, nil)
+	n, reset, err := ix.catchUpFile(ctx, rolloutID, path, -1, nil)
+	if err != nil {
+		return n, err
+	}
+	if n > 0 || reset {
+		err = ix.dependents(ctx, rolloutID, nil)
+	}
 	return n, err
 }
 

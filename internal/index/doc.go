@@ -1,6 +1,7 @@
 // Package index owns the SQLite projection of a data dir's mirror: threads,
 // rollouts, turns, items, edges, messages, settings and checkpoints, with a
-// watermark per rollout. It answers "how do I find and list it"; the mirror
+// watermark per rollout, and the lineage tree and the delivery ledger as
+// projections of them (calls, problems, deliveries). It answers "how do I find and list it"; the mirror
 // files answer "what really happened". The index may lag, never lead; it can
 // be rebuilt, never the only truth (DESIGN §5, the chapter's 10.4.1).
 //
@@ -18,11 +19,14 @@
 // # Schema (SchemaVersion, in PRAGMA user_version)
 //
 //	rollouts     one row per rollout: identity from its canonical (first) session_meta,
-//	             history_base, sealed_by (a rollout_sealed successor), title and first
-//	             message, model and cwd in effect, the last turn's status, the newest
-//	             checkpoint in effect (ordinal, byte offset), the watermark, and the
+//	             history_base and fork_copy, sealed_by (the last rollout_sealed's
+//	             successor), title and first message, model and cwd in effect, the last
+//	             turn's status, the newest checkpoint in effect (ordinal, byte offset),
+//	             the first and last record's timestamps, its view's dangling calls and
+//	             the interrupted turns of its current window, the watermark, and the
 //	             projection's state between batches (open and current turn, ...)
-//	threads      one row per thread, derived from its rollouts' rows; searched through
+//	threads      one row per thread, derived from its rollouts' rows: the revert chain
+//	             and its current rollout (tree.Chain, with its problems); searched through
 //	             threads_fts (FTS5, trigram tokenizer) over thread_id, title, first_message, cwd, model
 //	turns        every turn (rollout_id, seq): turn_id, start ordinal and offset, user
 //	             flag, outcome and reason, rolled_back (and the marker that cut it), status
@@ -31,14 +35,27 @@
 //	edges        spawn (thread_spawned in a parent; parent_thread_id or Codex's
 //	             source.subagent.thread_spawn.parent_thread_id in a child's canonical
 //	             session_meta) and fork (forked_from_id) edges, one row per record, in_effect
-//	messages     every inter_agent_sent / inter_agent_received: msg_id, idempotency_key,
-//	             from/to thread, kind, in_reply_to, turn, in_effect
+//	messages     every inter_agent_sent / inter_agent_received ("sent", "received") and
+//	             reconciled{msg_id} ("note", with outcome, evidence, by): msg_id,
+//	             idempotency_key, from/to thread, kind, in_reply_to, turn, in_effect, the
+//	             origin (the rollout and ordinal it was first written at), copied (a fork
+//	             copy's record, counted for its origin)
 //	settings     every turn_context (model, cwd, in_effect); checkpoints: every compaction
 //	             with a replacement_history (ordinal, byte offset, in_effect)
+//	calls        every call_id of the view: the last call's ordinal, open (no output and
+//	             no reconciled record but unknown after it: a dangling call)
+//	problems     records left out of the tree and the ledger, with why (invalid_id)
+//	deliveries   one row per (msg_id, receiving thread): dedupe's judgement (state,
+//	             reason, sends, receipts, receipts in effect) and the child result it
+//	             makes, if any (task, result, parent, child, state, reason)
 //
 // Rows are physical: records a rollback took out of effect stay, with
-// in_effect = 0 (the delivery ledger and the tree need them). Columns are NOT
-// NULL; "" and 0 mean absent.
+// in_effect = 0 (the delivery ledger and the tree need them). The one
+// exception is a rollout with a history_base (a fork by reference, a
+// revert): its view's prefix is projected into its turns, messages,
+// checkpoints and calls too, at ordinals below 0, so its turns, effect and
+// calls are its view's (view.go). Columns are NOT NULL; "" and 0 mean
+// absent.
 //
 // # Ordinals
 //
@@ -93,8 +110,40 @@
 // The title is the first user_message event's text, else the first user
 // message item that is not injected context (<environment_context>, ...).
 //
-// A thread's current rollout is the newest of its rollouts not sealed by a
-// rollout_sealed event; its identity and title come from its oldest.
+// A thread's current rollout is the end of its revert chain (tree.Chain:
+// rollouts followed along rollout_sealed successors, the newest chain end
+// when there are unrelated ones); its identity and title come from its
+// oldest rollout.
+//
+// # Lineage and ledger
+//
+// The tree and the delivery ledger are kept by the same catch-up that
+// indexes records, in each batch's transaction, so `coordinator tree` and
+// `unconfirmed` are queries (Lineage, Unconfirmed), not a replay of every
+// mirror file; the full scan of the files (tree.Build) is the reference, and
+// VerifyLineage (verify --data) and a property test over generated agent
+// trees hold the index to it.
+//
+//   - Edges: spawn and fork edges as above; each thread's chain and current
+//     rollout; a node's counts are its current rollout's: the interrupted
+//     turns of its view's current window and its view's dangling calls, by
+//     replay's rules (DESIGN §4 rules 4, 5).
+//   - Effect: a receipt is in effect when its thread's current rollout
+//     holds it in effect, as its own row or as a row of its view's prefix
+//     (a revert keeps the receipts before its base); a rollback is the
+//     projection's own cut, applied over the view; nothing is in effect in
+//     a view that could not be read (bad_base). A fork copy's records count
+//     once, for where they were first written.
+//   - Deliveries: an apply that adds a send, a receipt or a note, or
+//     changes a receipt's effect (a cut, a new current rollout), judges
+//     again the deliveries of those msg ids (and of those sharing an
+//     idempotency key with them at the same receiver) with dedupe, over
+//     their rows: dedupe's rule, not a copy of it.
+//
+// What the full scan reports and the index does not: a mirror file that is
+// not a rollout at all beyond "no session_meta", a session_meta that fails
+// validation (the index does not index such a rollout), and a fork copy
+// whose source rollout is missing (its copied records are not counted).
 //
 // # Readers
 //

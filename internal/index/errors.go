@@ -28,11 +28,28 @@ var (
 	// ErrBadCursor: a threads cursor that this index did not hand out, or
 	// that belongs to another search.
 	ErrBadCursor = errors.New("index: invalid cursor")
+	// ErrBadQuery: a query the index cannot answer as asked (an unknown
+	// delivery state, a negative limit).
+	ErrBadQuery = errors.New("index: bad query")
 	// ErrMirrorDamaged: catch-up stopped at damage in a mirror file (a
 	// corrupt line or an ordinal gap in a rollout with ordinals). The index
 	// keeps what comes before it and lags; verify --data names the line.
 	ErrMirrorDamaged = errors.New("index: mirror file damaged")
 )
+
+// SchemaError is an index file of another schema version than this
+// build's (SchemaVersion). It wraps ErrSchema.
+type SchemaError struct {
+	Path  string
+	Found int // its PRAGMA user_version
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("index: %s has schema version %d; this build reads and writes %d (rebuild it: coordinator reindex)",
+		e.Path, e.Found, SchemaVersion)
+}
+
+func (e *SchemaError) Unwrap() error { return ErrSchema }
 
 // OrderError is a batch refused because its first record does not follow
 // the stored watermark.

@@ -23,6 +23,20 @@ type Options struct {
 	// BatchRecords is how many records catch-up commits per transaction; 0
 	// means DefaultBatchRecords.
 	BatchRecords int
+	// Mirror is, for OpenFile, the data dir whose mirror files the prefix
+	// of a history_base is read from ("": none, and such a rollout's view
+	// is unknown). Open reads its own data dir's.
+	Mirror string
+	// mutant breaks the ledger on purpose: tests prove with it that the
+	// property test can fail (lineage_property_test.go).
+	mutant mutant
+}
+
+// mutant is a deliberate bug.
+type mutant struct {
+	// receiptsIgnoreView: a receipt is in effect only by its own row, never
+	// by a view's prefix (a revert loses what it kept).
+	receiptsIgnoreView bool
 }
 
 // DefaultBatchRecords is catch-up's transaction size.
@@ -32,13 +46,23 @@ const DefaultBatchRecords = 4096
 // methods are safe for concurrent use: writes are serialized.
 type Index struct {
 	queries
-	db    *sql.DB
-	path  string
-	dir   string // the data dir; "" when opened with OpenFile
-	log   *slog.Logger
-	batch int
-	mu    sync.Mutex // serializes writes
-	stmts *stmtCache // guarded by mu
+	db   *sql.DB
+	path string
+	dir  string // the data dir; "" when opened with OpenFile
+	// mirror is the data dir a history_base's prefix is read from: dir, or
+	// Options.Mirror for OpenFile.
+	mirror string
+	log    *slog.Logger
+	batch  int
+	mu     sync.Mutex // serializes writes
+	stmts  *stmtCache // guarded by mu
+	mutant mutant
+	// deferJudge: applies leave the deliveries to judgeAll (Rebuild and
+	// VerifyIndex's private projections, judged once at the end).
+	deferJudge bool
+	// anyPending: some rollout's view prefix was not read whole
+	// (rollouts.base_pending); until then dependents has nothing to do.
+	anyPending bool
 }
 
 // Reader is a read-only view of an index.db. It never writes, never takes
@@ -62,24 +86,37 @@ func Open(ctx context.Context, dir string, opt Options) (*Index, error) {
 	}
 	ix, err := OpenFile(ctx, datadir.IndexPath(dir), opt)
 	if errors.Is(err, ErrSchema) {
-		// Not an index this build can use (garbage, another schema): the
-		// index is derived from the mirror, so keep the file aside and
-		// start an empty one, which CatchUp fills from the mirror files.
-		kept, aerr := setAside(datadir.IndexPath(dir))
-		if aerr != nil {
-			return nil, errors.Join(err, aerr)
-		}
+		// Not an index this build can use: the index is derived from the
+		// mirror, so start an empty one, which CatchUp fills from the
+		// mirror files. One of an older schema is simply replaced; anything
+		// else (garbage, a newer schema) is kept aside.
 		log := opt.Logger
 		if log == nil {
 			log = slog.Default()
 		}
-		log.Error("index: unusable index file set aside; rebuilding the index from the mirror", "err", err, "kept", kept)
+		var se *SchemaError
+		if errors.As(err, &se) && se.Found < SchemaVersion {
+			if rerr := removeDB(datadir.IndexPath(dir)); rerr != nil {
+				return nil, errors.Join(err, rerr)
+			}
+			log.Info("index: index.db has an older schema; rebuilding it from the mirror", "found", se.Found, "schema", SchemaVersion)
+		} else {
+			kept, aerr := setAside(datadir.IndexPath(dir))
+			if aerr != nil {
+				return nil, errors.Join(err, aerr)
+			}
+			log.Error("index: unusable index file set aside; rebuilding the index from the mirror", "err", err, "kept", kept)
+		}
 		ix, err = OpenFile(ctx, datadir.IndexPath(dir), opt)
 	}
 	if err != nil {
 		return nil, err
 	}
-	ix.dir = dir
+	ix.dir, ix.mirror = dir, dir
+	if err := ix.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM rollouts WHERE base_pending = 1)`).Scan(&ix.anyPending); err != nil {
+		ix.Close()
+		return nil, err
+	}
 	if err := ix.capWatermarks(ctx); err != nil {
 		ix.Close()
 		return nil, err
@@ -108,7 +145,8 @@ func OpenFile(ctx context.Context, path string, opt Options) (*Index, error) {
 		db.Close()
 		return nil, err
 	}
-	ix := &Index{queries: queries{db: db}, db: db, path: path, log: opt.Logger, batch: opt.BatchRecords, stmts: newStmtCache(db)}
+	ix := &Index{queries: queries{db: db}, db: db, path: path, log: opt.Logger, batch: opt.BatchRecords, stmts: newStmtCache(db),
+		mirror: opt.Mirror, mutant: opt.mutant}
 	if ix.log == nil {
 		ix.log = slog.Default()
 	}
@@ -155,7 +193,7 @@ func OpenReader(ctx context.Context, path string) (*Reader, error) {
 	}
 	if v != SchemaVersion {
 		db.Close()
-		return nil, fmt.Errorf("%w: %s has schema version %d, this reader knows %d", ErrSchema, path, v, SchemaVersion)
+		return nil, &SchemaError{Path: path, Found: v}
 	}
 	return &Reader{queries: queries{db: db}, db: db, path: path}, nil
 }
@@ -211,7 +249,7 @@ func initSchema(ctx context.Context, db *sql.DB, path string) error {
 	case v == SchemaVersion:
 		return nil
 	case v != 0 || tables != 0:
-		return fmt.Errorf("%w: %s has schema version %d, this build writes %d (rebuild it: coordinator reindex)", ErrSchema, path, v, SchemaVersion)
+		return &SchemaError{Path: path, Found: v}
 	}
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("index %s: creating the schema: %w", path, err)

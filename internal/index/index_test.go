@@ -31,7 +31,7 @@ func TestIncrementalEqualsRebuilt(t *testing.T) {
 
 	// Apply in batches of 1 to 40 records, rollouts interleaved.
 	applied := filepath.Join(t.TempDir(), "applied.db")
-	ix, err := OpenFile(ctx, applied, Options{})
+	ix, err := OpenFile(ctx, applied, Options{Mirror: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

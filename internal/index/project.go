@@ -22,6 +22,32 @@ type projector struct {
 	ctx context.Context
 	tx  *stmtTx
 	st  *rolloutState
+	dir string // the data dir, where a history_base's prefix is read; "" for none
+	// inheriting is set while the view's prefix is projected (view.go),
+	// with origin the record's rollout and ordinal, where it was written.
+	inheriting bool
+	origin     struct {
+		rollout string
+		ordinal int64
+	}
+	// touched collects the msg ids whose deliveries must be judged again
+	// (ledger.go): a send, receipt or note added, a receipt's effect changed.
+	touched map[string]bool
+}
+
+// inherited reports whether the record being projected is the view's
+// prefix's: it shapes turns, effect and calls, and is no row of its own.
+func (p *projector) inherited() bool { return p.inheriting }
+
+func (p *projector) touch(msgs ...string) {
+	if p.touched == nil {
+		p.touched = map[string]bool{}
+	}
+	for _, m := range msgs {
+		if m != "" {
+			p.touched[m] = true
+		}
+	}
 }
 
 func (p *projector) exec(query string, args ...any) error {
@@ -38,24 +64,30 @@ func (p *projector) scan(query string, args []any, dest ...any) error {
 // version-0 rollout).
 func (p *projector) record(e *rollout.Entry, ord int64) error {
 	st := p.st
-	if ts := normTime(e.Timestamp); ts != "" {
-		if st.CreatedAt == "" || ts < st.CreatedAt {
-			st.CreatedAt = ts
+	if !p.inherited() {
+		if ts := normTime(e.Timestamp); ts != "" {
+			if st.CreatedAt == "" || ts < st.CreatedAt {
+				st.CreatedAt = ts
+			}
+			if ts > st.UpdatedAt {
+				st.UpdatedAt = ts
+			}
 		}
-		if ts > st.UpdatedAt {
-			st.UpdatedAt = ts
+		if st.FirstTS == "" {
+			st.FirstTS = e.Timestamp
 		}
+		st.LastTS = e.Timestamp
+		st.Records++
 	}
-	st.Records++
 	var err error
 	switch e.Type {
 	case rollout.TypeSessionMeta:
-		if st.ThreadID == "" {
+		if st.ThreadID == "" && !p.inherited() {
 			err = p.meta(e, ord)
 		}
 	case rollout.TypeTurnContext:
 		// An undecodable turn_context is skipped by replay (bad_payload).
-		if tc, derr := rollout.Decode[rollout.TurnContext](&e.Record); derr == nil {
+		if tc, derr := rollout.Decode[rollout.TurnContext](&e.Record); derr == nil && !p.inherited() {
 			err = p.exec(`INSERT INTO settings (rollout_id, ordinal, model, cwd) VALUES (?, ?, ?, ?)`, st.RolloutID, ord, tc.Model, tc.Cwd)
 		}
 	case rollout.TypeCompacted:
@@ -98,6 +130,9 @@ func (p *projector) meta(e *rollout.Entry, ord int64) error {
 	if b := m.HistoryBase; b != nil {
 		st.BaseRolloutID, st.BaseEndOrdinal, st.BaseEndOffset = b.RolloutID, b.EndOrdinalExclusive, b.EndByteOffset
 	}
+	if c := m.ForkCopy; c != nil {
+		st.CopyRolloutID, st.CopyEndOrdinal = c.RolloutID, c.EndOrdinalExclusive
+	}
 	if parent := m.Parent(); parent != "" {
 		evidence := "parent_thread_id"
 		if m.ParentThreadID == "" {
@@ -120,12 +155,26 @@ func (p *projector) meta(e *rollout.Entry, ord int64) error {
 		WHERE rollout_id = ?2 AND thread_id = ''`, m.ID, st.RolloutID); err != nil {
 		return err
 	}
-	return p.exec(`UPDATE edges SET parent_thread_id = ? WHERE rollout_id = ? AND evidence = 'thread_spawned' AND parent_thread_id = ''`, m.ID, st.RolloutID)
+	if err := p.exec(`UPDATE edges SET parent_thread_id = ?1,
+		redundant = EXISTS (SELECT 1 FROM threads t WHERE t.thread_id = edges.child_thread_id AND t.tree_parent = ?1)
+		WHERE rollout_id = ?2 AND evidence = 'thread_spawned' AND parent_thread_id = ''`, m.ID, st.RolloutID); err != nil {
+		return err
+	}
+	if m.HistoryBase != nil {
+		return p.inheritView(e, m)
+	}
+	return nil
 }
 
+// edge writes an edge. A thread_spawned edge whose child's current
+// session_meta names the same parent is redundant: the tree learns nothing
+// from it (a parent a child names itself stands), and a big tree's Lineage
+// skips it. refreshThread keeps the flag as the child's parent changes.
 func (p *projector) edge(ord int64, kind, parent, child, evidence, role string) error {
-	return p.exec(`INSERT INTO edges (rollout_id, ordinal, kind, parent_thread_id, child_thread_id, evidence, agent_role)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, p.st.RolloutID, ord, kind, parent, child, evidence, role)
+	return p.exec(`INSERT INTO edges (rollout_id, ordinal, kind, parent_thread_id, child_thread_id, evidence, agent_role, redundant)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?6 = 'thread_spawned' AND ?4 <> ''
+			AND EXISTS (SELECT 1 FROM threads t WHERE t.thread_id = ?5 AND t.tree_parent = ?4))`,
+		p.st.RolloutID, ord, kind, parent, child, evidence, role)
 }
 
 // Excerpts are cut to this many runes.
@@ -143,6 +192,9 @@ func (p *projector) item(e *rollout.Entry, ord int64) error {
 	it.Role, _ = rollout.LookupString(pl, "role")
 	it.CallID, _ = rollout.LookupString(pl, "call_id")
 	it.Name, _ = rollout.LookupString(pl, "name")
+	if err := p.callItem(e, ord, it.Type); err != nil || p.inherited() {
+		return err
+	}
 	var excerpt string
 	switch {
 	case it.Type == rollout.ItemMessage:
@@ -173,7 +225,7 @@ func (p *projector) event(e *rollout.Entry, ord int64) error {
 		return p.startTurn(e, ord, id, false)
 	case rollout.EventUserMessage:
 		text, _ := rollout.LookupString(e.Payload, "message")
-		if !st.TitleFromEvent {
+		if !st.TitleFromEvent && !p.inherited() {
 			st.Title, st.FirstMessage, st.TitleFromEvent = clipRunes(oneLine(text), titleRunes), clipRunes(text, firstMessageRunes), true
 		}
 		// Version-0 logs without task_started: a user message opens a turn.
@@ -182,22 +234,34 @@ func (p *projector) event(e *rollout.Entry, ord int64) error {
 		}
 		return p.markUser()
 	case rollout.EventInterAgentReceived:
+		// A task receipt makes a user turn, as replay reads it, whatever
+		// else is wrong with the record.
+		if k, _ := rollout.LookupString(e.Payload, "kind"); k == rollout.MsgTask {
+			if err := p.markUser(); err != nil {
+				return err
+			}
+		}
 		m, err := rollout.Decode[rollout.InterAgentReceived](&e.Record)
 		if err != nil {
 			return nil
 		}
-		if err := p.message(e, ord, "received", m.MsgID, m.IdempotencyKey, m.FromThread, st.ThreadID, m.Kind, m.InReplyTo); err != nil {
+		if ok, err := p.checkIDs(e, ord); !ok {
 			return err
 		}
-		if m.Kind == rollout.MsgTask {
-			return p.markUser()
-		}
+		return p.message(e, ord, message{dir: "received", msgID: m.MsgID, key: m.IdempotencyKey, from: m.FromThread, to: st.ThreadID,
+			kind: m.Kind, inReplyTo: m.InReplyTo})
 	case rollout.EventInterAgentSent:
 		m, err := rollout.Decode[rollout.InterAgentSent](&e.Record)
 		if err != nil {
 			return nil
 		}
-		return p.message(e, ord, "sent", m.MsgID, m.IdempotencyKey, st.ThreadID, m.ToThread, m.Kind, m.InReplyTo)
+		if ok, err := p.checkIDs(e, ord); !ok {
+			return err
+		}
+		return p.message(e, ord, message{dir: "sent", msgID: m.MsgID, key: m.IdempotencyKey, from: st.ThreadID, to: m.ToThread,
+			kind: m.Kind, inReplyTo: m.InReplyTo})
+	case rollout.EventReconciled:
+		return p.reconciled(e, ord)
 	case rollout.EventTaskComplete, rollout.EventTurnAborted:
 		return p.terminal(e, ord)
 	case rollout.EventThreadRolledBack:
@@ -205,23 +269,128 @@ func (p *projector) event(e *rollout.Entry, ord int64) error {
 		st.OpenTurn = 0
 		return p.cut(n, ord)
 	case rollout.EventThreadSpawned:
+		if p.inherited() {
+			return nil // the tree counts a thread's own records of its children
+		}
 		m, err := rollout.Decode[rollout.ThreadSpawned](&e.Record)
-		if err != nil || m.ChildThreadID == "" {
+		if err != nil {
 			return nil
+		}
+		if ok, err := p.checkIDs(e, ord); !ok {
+			return err
 		}
 		return p.edge(ord, "spawn", st.ThreadID, m.ChildThreadID, "thread_spawned", m.AgentRole)
 	case rollout.EventRolloutSealed:
-		if s, _ := rollout.LookupString(e.Payload, "successor_rollout_id"); s != "" && st.SealedBy == "" {
-			st.SealedBy, st.SealedOrdinal = s, ord
+		if p.inherited() {
+			return nil // a base's seal does not seal its successor's view
+		}
+		s, err := rollout.Decode[rollout.RolloutSealed](&e.Record)
+		if err != nil {
+			return nil
+		}
+		if ok, err := p.checkIDs(e, ord); !ok {
+			return err
+		}
+		st.SealedBy, st.SealedOrdinal = s.SuccessorRolloutID, ord // the last seal counts, as the tree reads it
+	}
+	return nil
+}
+
+// message is a messages row: an inter_agent_sent ("sent"), an
+// inter_agent_received ("received") or a reconciled{msg_id} ("note").
+type message struct {
+	dir, msgID, key, from, to, kind, inReplyTo string
+	outcome, evidence, by                      string
+}
+
+// message writes a messages row. Its origin is where the record was first
+// written: itself, or for the view's prefix the base rollout's record; a
+// fork copy's records 2 .. end-1 are marked copied (counted for their
+// origin, never twice).
+func (p *projector) message(e *rollout.Entry, ord int64, m message) error {
+	st := p.st
+	originRollout, originOrdinal := st.RolloutID, ord
+	if p.inherited() {
+		originRollout, originOrdinal = p.origin.rollout, p.origin.ordinal
+	}
+	copied := !p.inherited() && st.CopyRolloutID != "" && ord >= 2 && ord < st.CopyEndOrdinal
+	p.touch(m.msgID)
+	if m.dir == "sent" && m.kind == rollout.MsgResult {
+		p.touch(m.inReplyTo) // the task it answers has a result now
+	}
+	return p.exec(`INSERT INTO messages (rollout_id, ordinal, thread_id, direction, msg_id, idempotency_key, from_thread,
+		to_thread, kind, in_reply_to, turn_seq, at, origin_rollout, origin_ordinal, copied, outcome, evidence, by)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		st.RolloutID, ord, st.ThreadID, m.dir, m.msgID, m.key, m.from, m.to, m.kind, m.inReplyTo, st.CurTurn, normTime(e.Timestamp),
+		originRollout, originOrdinal, copied, m.outcome, m.evidence, m.by)
+}
+
+// checkIDs applies rollout.CheckEventIDs to a lineage or ledger event: one
+// whose IDs could never be subject tokens is left out of the tree and the
+// deliveries, and (in the rollout's own records) kept as an invalid_id
+// problem. ok is false when the record is to be skipped.
+func (p *projector) checkIDs(e *rollout.Entry, ord int64) (ok bool, err error) {
+	cerr := rollout.CheckEventIDs(&e.Record)
+	if cerr == nil {
+		return true, nil
+	}
+	if p.inherited() {
+		return false, nil
+	}
+	return false, p.exec(`INSERT OR REPLACE INTO problems (rollout_id, ordinal, kind, detail) VALUES (?, ?, 'invalid_id', ?)`,
+		p.st.RolloutID, ord, e.EventKind()+": "+cerr.Error())
+}
+
+// reconciled projects a reconciled record: a call it settles is no longer
+// dangling (replay's rule 5: any outcome but unknown), and one about a
+// msg_id is a note on that delivery.
+func (p *projector) reconciled(e *rollout.Entry, ord int64) error {
+	if id, _ := rollout.LookupString(e.Payload, "call_id"); id != "" {
+		if outcome, _ := rollout.LookupString(e.Payload, "outcome"); outcome != rollout.OutcomeUnknown {
+			if err := p.closeCall(id); err != nil {
+				return err
+			}
+		}
+	}
+	if p.inherited() {
+		return nil
+	}
+	if ok, err := p.checkIDs(e, ord); !ok {
+		return err
+	}
+	n, err := rollout.Decode[rollout.Reconciled](&e.Record)
+	if err != nil || n.MsgID == "" {
+		return nil
+	}
+	return p.message(e, ord, message{dir: "note", msgID: n.MsgID, outcome: n.Outcome, evidence: n.Evidence, by: n.By})
+}
+
+// callItem follows replay's dangling calls (rule 5) over the physical
+// view: a call opens its call_id (replacing an open one of the same id), an
+// output closes it. finish counts the open ones (OpenCalls).
+func (p *projector) callItem(e *rollout.Entry, ord int64, typ string) error {
+	switch {
+	case rollout.IsCall(typ):
+		it, err := rollout.Decode[rollout.ResponseItem](&e.Record)
+		if err != nil || it.CallID == "" {
+			return nil
+		}
+		return p.openCall(it.CallID, ord)
+	case rollout.IsCallOutput(typ):
+		if id, ok := rollout.LookupString(e.Payload, "call_id"); ok && id != "" {
+			return p.closeCall(id)
 		}
 	}
 	return nil
 }
 
-func (p *projector) message(e *rollout.Entry, ord int64, dir, msgID, key, from, to, kind, inReplyTo string) error {
-	return p.exec(`INSERT INTO messages (rollout_id, ordinal, thread_id, direction, msg_id, idempotency_key, from_thread,
-		to_thread, kind, in_reply_to, turn_seq, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		p.st.RolloutID, ord, p.st.ThreadID, dir, msgID, key, from, to, kind, inReplyTo, p.st.CurTurn, normTime(e.Timestamp))
+func (p *projector) openCall(id string, ord int64) error {
+	return p.exec(`INSERT INTO calls (rollout_id, call_id, ordinal, open) VALUES (?, ?, ?, 1)
+		ON CONFLICT (rollout_id, call_id) DO UPDATE SET ordinal = excluded.ordinal, open = 1`, p.st.RolloutID, id, ord)
+}
+
+func (p *projector) closeCall(id string) error {
+	return p.exec(`UPDATE calls SET open = 0 WHERE rollout_id = ? AND call_id = ? AND open = 1`, p.st.RolloutID, id)
 }
 
 // startTurn opens a turn (replay's lifecycle rule 0).
@@ -306,9 +475,34 @@ func (p *projector) cut(n, marker int64) error {
 		WHERE rollout_id = ? AND rolled_back = 0 AND seq >= ?`, marker, st.RolloutID, seq); err != nil {
 		return err
 	}
+	// Receipts whose effect changes: their deliveries are judged again.
+	rows, err := p.tx.QueryContext(p.ctx, `SELECT msg_id FROM messages WHERE rollout_id = ? AND ordinal BETWEEN ? AND ?
+		AND in_effect = 1 AND direction = 'received'`, st.RolloutID, start, marker)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var m string
+		if err := rows.Scan(&m); err != nil {
+			rows.Close()
+			return err
+		}
+		p.touch(m)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// A cut from the view's prefix (ordinals below 0) reaches the rollout's
+	// own records from the first after its session_meta (ordinal 1), which
+	// comes before the prefix in the view and is never cut.
+	meta := int64(0)
+	if start < 0 {
+		meta = 1
+	}
 	for _, t := range []string{"items", "settings", "checkpoints", "messages", "edges"} {
-		if err := p.exec(`UPDATE `+t+` SET in_effect = 0 WHERE rollout_id = ? AND ordinal BETWEEN ? AND ? AND in_effect = 1`,
-			st.RolloutID, start, marker); err != nil {
+		if err := p.exec(`UPDATE `+t+` SET in_effect = 0 WHERE rollout_id = ? AND ordinal BETWEEN ? AND ? AND ordinal <> ? AND in_effect = 1`,
+			st.RolloutID, start, marker, meta); err != nil {
 			return err
 		}
 	}
@@ -320,7 +514,7 @@ func (p *projector) cut(n, marker int64) error {
 func (p *projector) finish() error {
 	st := p.st
 	var model, cwd string
-	err := p.tx.QueryRowContext(p.ctx, `SELECT model, cwd FROM settings WHERE rollout_id = ? AND in_effect = 1
+	err := p.tx.QueryRowContext(p.ctx, `SELECT model, cwd FROM settings WHERE rollout_id = ? AND in_effect = 1 AND ordinal > 0
 		ORDER BY ordinal DESC LIMIT 1`, st.RolloutID).Scan(&model, &cwd)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
@@ -330,13 +524,19 @@ func (p *projector) finish() error {
 		st.Cwd = st.MetaCwd
 	}
 	st.CheckpointOrdinal, st.CheckpointOffset = 0, 0
-	err = p.tx.QueryRowContext(p.ctx, `SELECT ordinal, byte_offset FROM checkpoints WHERE rollout_id = ? AND in_effect = 1
+	err = p.tx.QueryRowContext(p.ctx, `SELECT ordinal, byte_offset FROM checkpoints WHERE rollout_id = ? AND in_effect = 1 AND ordinal > 0
 		ORDER BY ordinal DESC LIMIT 1`, st.RolloutID).Scan(&st.CheckpointOrdinal, &st.CheckpointOffset)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
+	if st.Interrupted, err = p.interrupted(); err != nil {
+		return err
+	}
+	if err := p.scan(`SELECT count(*) FROM calls WHERE rollout_id = ? AND open = 1`, []any{st.RolloutID}, &st.OpenCalls); err != nil {
+		return err
+	}
 	st.Status = ""
-	if st.Turns > 0 {
+	if st.Turns > st.ViewTurns {
 		if err := p.tx.QueryRowContext(p.ctx, `SELECT status FROM turns WHERE rollout_id = ? AND seq = ?`,
 			st.RolloutID, st.Turns).Scan(&st.Status); err != nil {
 			return err

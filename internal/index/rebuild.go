@@ -33,8 +33,11 @@ func Rebuild(ctx context.Context, dir string, opt Options, progress Progress) (C
 	if err != nil {
 		return CatchUpReport{}, err
 	}
-	ix.dir = dir
+	ix.dir, ix.mirror, ix.deferJudge = dir, dir, true
 	rep, err := ix.CatchUp(ctx, progress)
+	if err == nil {
+		err = ix.judgeAll(ctx)
+	}
 	if cerr := ix.Close(); err == nil {
 		err = cerr
 	}

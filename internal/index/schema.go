@@ -1,8 +1,11 @@
 package index
 
 // SchemaVersion is stored in PRAGMA user_version. An index.db of another
-// version is not read or written: it is rebuilt (coordinator reindex).
-const SchemaVersion = 2
+// version is not read or written: Open sets it aside and rebuilds the index
+// from the mirror; a Reader refuses it (coordinator reindex rebuilds it).
+// Version 3 added the lineage and ledger projections (calls, problems,
+// deliveries, the view prefix rows, the thread's chain and counts).
+const SchemaVersion = 3
 
 // schema is the DDL of index.db. Every table but threads (and its FTS
 // shadow) is keyed by (rollout_id, ordinal or seq): a row is a projection of
@@ -43,9 +46,19 @@ CREATE TABLE rollouts (
 	wm_ordinal         INTEGER NOT NULL DEFAULT 0,
 	wm_offset          INTEGER NOT NULL DEFAULT 0,
 	wm_last_offset     INTEGER NOT NULL DEFAULT 0,
-	wm_last_crc        TEXT NOT NULL DEFAULT ''
+	wm_last_crc        TEXT NOT NULL DEFAULT '',
+	first_ts           TEXT NOT NULL DEFAULT '',
+	last_ts            TEXT NOT NULL DEFAULT '',
+	copy_rollout_id    TEXT NOT NULL DEFAULT '',
+	copy_end_ordinal   INTEGER NOT NULL DEFAULT 0,
+	base_error         TEXT NOT NULL DEFAULT '',
+	base_pending       INTEGER NOT NULL DEFAULT 0,
+	view_turns         INTEGER NOT NULL DEFAULT 0,
+	open_calls         INTEGER NOT NULL DEFAULT 0,
+	interrupted        INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX rollouts_thread ON rollouts(thread_id, created_at);
+CREATE INDEX rollouts_pending ON rollouts(base_rollout_id) WHERE base_pending = 1;
 
 CREATE TABLE threads (
 	seq                INTEGER PRIMARY KEY,
@@ -62,8 +75,15 @@ CREATE TABLE threads (
 	updated_at         TEXT NOT NULL DEFAULT '',
 	status             TEXT NOT NULL DEFAULT '',
 	current_rollout_id TEXT NOT NULL DEFAULT '',
-	rollouts           INTEGER NOT NULL DEFAULT 0
+	rollouts           INTEGER NOT NULL DEFAULT 0,
+	chain              TEXT NOT NULL DEFAULT '',
+	chain_problems     TEXT NOT NULL DEFAULT '',
+	first_ts           TEXT NOT NULL DEFAULT '',
+	base_error         TEXT NOT NULL DEFAULT '',
+	tree_parent        TEXT NOT NULL DEFAULT '',
+	node               TEXT NOT NULL DEFAULT ''
 );
+CREATE INDEX threads_problems ON threads(thread_id) WHERE chain_problems <> '' OR base_error <> '';
 CREATE INDEX threads_page ON threads(created_at DESC, thread_id DESC);
 
 CREATE VIRTUAL TABLE threads_fts USING fts5(
@@ -105,6 +125,7 @@ CREATE TABLE turns (
 ) WITHOUT ROWID;
 CREATE INDEX turns_id ON turns(rollout_id, turn_id);
 CREATE INDEX turns_effect ON turns(rollout_id, rolled_back, user, seq);
+CREATE INDEX turns_status ON turns(rollout_id, status, start_ordinal);
 
 CREATE TABLE items (
 	rollout_id  TEXT NOT NULL,
@@ -130,10 +151,12 @@ CREATE TABLE edges (
 	evidence         TEXT NOT NULL,
 	agent_role       TEXT NOT NULL DEFAULT '',
 	in_effect        INTEGER NOT NULL DEFAULT 1,
+	redundant        INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (rollout_id, ordinal, kind)
 ) WITHOUT ROWID;
 CREATE INDEX edges_parent ON edges(parent_thread_id);
 CREATE INDEX edges_child ON edges(child_thread_id);
+CREATE INDEX edges_spawned ON edges(rollout_id, ordinal) WHERE evidence = 'thread_spawned' AND redundant = 0;
 
 CREATE TABLE messages (
 	rollout_id      TEXT NOT NULL,
@@ -149,12 +172,19 @@ CREATE TABLE messages (
 	turn_seq        INTEGER NOT NULL,
 	at              TEXT NOT NULL DEFAULT '',
 	in_effect       INTEGER NOT NULL DEFAULT 1,
+	origin_rollout  TEXT NOT NULL DEFAULT '',
+	origin_ordinal  INTEGER NOT NULL DEFAULT 0,
+	copied          INTEGER NOT NULL DEFAULT 0,
+	outcome         TEXT NOT NULL DEFAULT '',
+	evidence        TEXT NOT NULL DEFAULT '',
+	by              TEXT NOT NULL DEFAULT '',
 	PRIMARY KEY (rollout_id, ordinal)
 ) WITHOUT ROWID;
 CREATE INDEX messages_msg ON messages(msg_id);
-CREATE INDEX messages_key ON messages(idempotency_key);
-CREATE INDEX messages_to ON messages(to_thread);
-CREATE INDEX messages_from ON messages(from_thread);
+CREATE INDEX messages_key ON messages(to_thread, idempotency_key);
+CREATE INDEX messages_reply ON messages(in_reply_to) WHERE in_reply_to <> '';
+CREATE INDEX messages_receipts ON messages(thread_id) WHERE direction = 'received' AND ordinal > 0;
+CREATE INDEX messages_origin ON messages(origin_rollout, origin_ordinal, rollout_id) WHERE ordinal < 0;
 
 CREATE TABLE settings (
 	rollout_id TEXT NOT NULL,
@@ -172,22 +202,68 @@ CREATE TABLE checkpoints (
 	in_effect   INTEGER NOT NULL DEFAULT 1,
 	PRIMARY KEY (rollout_id, ordinal)
 ) WITHOUT ROWID;
+
+CREATE TABLE calls (
+	rollout_id TEXT NOT NULL,
+	call_id    TEXT NOT NULL,
+	ordinal    INTEGER NOT NULL,
+	open       INTEGER NOT NULL,
+	PRIMARY KEY (rollout_id, call_id)
+) WITHOUT ROWID;
+
+CREATE INDEX calls_open ON calls(rollout_id) WHERE open = 1;
+
+CREATE TABLE problems (
+	rollout_id TEXT NOT NULL,
+	ordinal    INTEGER NOT NULL,
+	kind       TEXT NOT NULL,
+	detail     TEXT NOT NULL,
+	PRIMARY KEY (rollout_id, ordinal)
+) WITHOUT ROWID;
+
+CREATE TABLE deliveries (
+	msg_id             TEXT NOT NULL,
+	to_thread          TEXT NOT NULL,
+	idempotency_key    TEXT NOT NULL DEFAULT '',
+	from_thread        TEXT NOT NULL DEFAULT '',
+	kind               TEXT NOT NULL DEFAULT '',
+	in_reply_to        TEXT NOT NULL DEFAULT '',
+	state              TEXT NOT NULL,
+	reason             TEXT NOT NULL DEFAULT '',
+	sends              INTEGER NOT NULL DEFAULT 0,
+	receipts           INTEGER NOT NULL DEFAULT 0,
+	receipts_in_effect INTEGER NOT NULL DEFAULT 0,
+	cr_task            TEXT NOT NULL DEFAULT '',
+	cr_result          TEXT NOT NULL DEFAULT '',
+	cr_parent          TEXT NOT NULL DEFAULT '',
+	cr_child           TEXT NOT NULL DEFAULT '',
+	cr_state           TEXT NOT NULL DEFAULT '',
+	cr_reason          TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (msg_id, to_thread)
+) WITHOUT ROWID;
+CREATE INDEX deliveries_state ON deliveries(state, msg_id, to_thread);
+CREATE INDEX deliveries_to ON deliveries(to_thread, msg_id);
+CREATE INDEX deliveries_from ON deliveries(from_thread, msg_id, to_thread);
+CREATE INDEX deliveries_cr ON deliveries(cr_task, cr_result, cr_parent, cr_child) WHERE cr_state <> '';
 `
 
 // rolloutTables are the tables whose rows belong to one rollout, keyed by
 // rollout_id; rows of a rollout are deleted together when it is reset.
-var rolloutTables = []string{"items", "turns", "edges", "messages", "settings", "checkpoints", "rollouts"}
+var rolloutTables = []string{"items", "turns", "edges", "messages", "settings", "checkpoints", "calls", "problems", "rollouts"}
 
 // comparedTables lists every table a fresh projection must reproduce, with
 // the columns compared and their order. threads.seq is left out: it is the
 // FTS rowid and depends on the order rollouts were first indexed.
 var comparedTables = []struct{ name, cols, order string }{
 	{"rollouts", "*", "rollout_id"},
-	{"threads", "thread_id, parent_thread_id, forked_from_id, source, agent_role, title, first_message, model, cwd, created_at, updated_at, status, current_rollout_id, rollouts", "thread_id"},
+	{"threads", "thread_id, parent_thread_id, forked_from_id, source, agent_role, title, first_message, model, cwd, created_at, updated_at, status, current_rollout_id, rollouts, chain, chain_problems, first_ts, base_error, tree_parent, node", "thread_id"},
 	{"turns", "*", "rollout_id, seq"},
 	{"items", "*", "rollout_id, ordinal"},
 	{"edges", "*", "rollout_id, ordinal, kind"},
 	{"messages", "*", "rollout_id, ordinal"},
 	{"settings", "*", "rollout_id, ordinal"},
 	{"checkpoints", "*", "rollout_id, ordinal"},
+	{"calls", "*", "rollout_id, call_id"},
+	{"problems", "*", "rollout_id, ordinal"},
+	{"deliveries", "*", "msg_id, to_thread"},
 }

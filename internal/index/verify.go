@@ -68,7 +68,7 @@ func VerifyIndex(ctx context.Context, dir string) (IndexReport, error) {
 		return rep, err
 	}
 	defer fresh.Close()
-	fresh.dir = dir
+	fresh.dir, fresh.mirror, fresh.deferJudge = dir, dir, true
 	for _, ro := range rep.Rollouts {
 		path := datadir.MirrorPath(dir, ro.ID)
 		if path == "" {
@@ -87,6 +87,9 @@ func VerifyIndex(ctx context.Context, dir string) (IndexReport, error) {
 			rep.Problems = append(rep.Problems, IndexProblem{Rollout: ro.ID, Kind: "index_ahead",
 				Detail: fmt.Sprintf("the index holds %s %d, the mirror file %s only %d", unitOf(ro.Lines), ro.WatermarkOrdinal, path, got.WatermarkOrdinal)})
 		}
+	}
+	if err := fresh.judgeAll(ctx); err != nil {
+		return rep, err
 	}
 	// Rows of rollouts with a problem already reported would only repeat it.
 	skip := map[string]bool{}

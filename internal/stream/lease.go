@@ -140,6 +140,34 @@ func (b *Bus) ReadLease(ctx context.Context, thread string) (*LeaseInfo, error) 
 	return &info, nil
 }
 
+// Leases returns every thread's current lease, read in one pass over the
+// LEASES bucket (a watch of its latest values), for a view of many threads
+// at once (coordinator tree). Expires is as ReadLease computes it.
+func (b *Bus) Leases(ctx context.Context) (map[string]LeaseInfo, error) {
+	w, err := b.leases.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("stream: leases: %w", err)
+	}
+	defer w.Stop()
+	out := map[string]LeaseInfo{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("stream: leases: %w", ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("stream: leases: the watch ended before its initial values")
+			}
+			if e == nil {
+				return out, nil // every current value has been delivered
+			}
+			info := decodeLease(e)
+			info.Expires = e.Created().Add(b.leaseTTL)
+			out[e.Key()] = info
+		}
+	}
+}
+
 func decodeLease(e jetstream.KeyValueEntry) LeaseInfo {
 	var v leaseValue
 	_ = json.Unmarshal(e.Value(), &v) // a foreign value still has a revision

@@ -47,4 +47,15 @@
 // (Threads), so the corpus, its problems and the tree are the same as one
 // file and one thread at a time would make them (the golden test holds them
 // to what the serial scan answered).
+//
+// # Two sources, one assembly
+//
+// Build is the full scan: it reads every rollout, replays every current
+// view and judges the ledger (dedupe), then hands the facts of each thread
+// (its chain, current rollout, counts and spawn records; an Input) to
+// Assemble, which makes the nodes, parent links, statuses, roots, orphans
+// and cycles. The index keeps the same facts as projections and hands them
+// to the same Assemble (index.Lineage), so the rules are written once: the
+// revert chain is Chain, called by both. Page lists a tree's nodes in tree
+// order, by status, a page at a time, with a cursor.
 package tree

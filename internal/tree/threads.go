@@ -1,7 +1,7 @@
 package tree
 
 import (
-	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/logbook-agents/logbook/internal/dedupe"
@@ -53,61 +53,26 @@ func (c *Corpus) Threads() map[string]*Thread {
 }
 
 // chain orders a thread's rollouts along rollout_sealed successors and picks
-// the current one: the end of the chain. Rollouts outside any chain make a
-// duplicate_thread problem; the newest chain end wins. Problems go to probs.
+// the current one (Chain, over the corpus). Problems go to probs.
 func (c *Corpus) chain(thread string, rs []*Rollout, probs *[]Problem) ([]string, *Rollout) {
-	isSuccessor := map[string]bool{}
-	for _, r := range rs {
-		if r.Successor != "" {
-			isSuccessor[r.Successor] = true
+	rs = slices.Clone(rs)
+	sort.Slice(rs, func(i, j int) bool { return rs[i].ID < rs[j].ID })
+	links := make([]Link, len(rs))
+	for i, r := range rs {
+		links[i] = r.link()
+	}
+	ids, cur, problems := Chain(thread, links, func(id string) (Link, bool) {
+		r, ok := c.Rollouts[id]
+		if !ok {
+			return Link{}, false
 		}
-	}
-	var heads []*Rollout
-	for _, r := range rs {
-		if !isSuccessor[r.ID] {
-			heads = append(heads, r)
-		}
-	}
-	if len(heads) == 0 { // a cycle of successors: start anywhere
-		heads = rs[:1]
-		*probs = append(*probs, Problem{Kind: "cycle", Thread: thread, Detail: "rollout_sealed successors form a cycle"})
-	}
-	type run struct {
-		ids  []string
-		last *Rollout
-	}
-	var runs []run
-	for _, h := range heads {
-		var ids []string
-		seen := map[string]bool{}
-		last := h
-		for r := h; r != nil && !seen[r.ID]; r = c.Rollouts[r.Successor] {
-			seen[r.ID] = true
-			ids = append(ids, r.ID)
-			last = r
-			if r.Successor == "" {
-				break
-			}
-			if _, ok := c.Rollouts[r.Successor]; !ok {
-				// Sealed, but its successor is not here (not mirrored yet, or
-				// lost): the sealed rollout stays current as far as we know.
-				*probs = append(*probs, Problem{Kind: "missing_successor", Thread: thread, Rollout: r.ID,
-					Detail: fmt.Sprintf("rollout %s is sealed in favour of %s, which is not here", r.ID, r.Successor)})
-			}
-		}
-		runs = append(runs, run{ids, last})
-	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].last.Updated > runs[j].last.Updated })
-	if len(runs) > 1 {
-		var others []string
-		for _, r := range runs[1:] {
-			others = append(others, r.ids...)
-		}
-		*probs = append(*probs, Problem{Kind: "duplicate_thread", Thread: thread,
-			Detail: fmt.Sprintf("thread %s has unrelated rollouts %v besides %v; the newest was taken as current", thread, others, runs[0].ids)})
-	}
-	return runs[0].ids, runs[0].last
+		return r.link(), true
+	})
+	*probs = append(*probs, problems...)
+	return ids, c.Rollouts[cur]
 }
+
+func (r *Rollout) link() Link { return Link{ID: r.ID, Successor: r.Successor, Updated: r.Updated} }
 
 // walk replays the thread's current view, recording what is in effect.
 // Problems go to probs.

@@ -61,37 +61,99 @@ type Options struct {
 }
 
 // Build builds the lineage tree, the delivery ledger's judgement and each
-// node's status. Bad input (orphans, duplicate IDs, cycles) is reported in
+// node's status from a corpus of rollout files (Assemble over the facts the
+// corpus holds). Bad input (orphans, duplicate IDs, cycles) is reported in
 // Problems and Orphans, never fatal.
 func Build(c *Corpus, opt Options) *Tree {
 	threads := c.Threads()
 	ledger := c.Ledger(threads)
-	t := &Tree{Threads: threads, nodes: map[string]*Node{}}
-	t.Deliveries = ledger.Classify()
-	t.ChildResults = ledger.ChildResults(t.Deliveries)
-
-	for id, th := range threads {
+	in := Input{Problems: c.Problems}
+	in.Deliveries = ledger.Classify()
+	in.ChildResults = ledger.ChildResults(in.Deliveries)
+	for _, id := range sortedKeys(threads) {
+		th := threads[id]
 		r := th.Current
-		n := &Node{ThreadID: id, RolloutID: r.ID, Rollouts: th.Rollouts, AgentRole: r.Meta.AgentRole,
-			ParentThreadID: r.Meta.Parent(), ForkedFromID: r.Meta.ForkedFromID, created: c.Rollouts[th.Rollouts[0]].Created}
-		countState(n, th.State)
-		t.nodes[id] = n
+		f := ThreadFacts{ID: id, Rollouts: th.Rollouts, Current: r.ID, ParentThreadID: r.Meta.Parent(), ForkedFromID: r.Meta.ForkedFromID,
+			AgentRole: r.Meta.AgentRole, Created: c.Rollouts[th.Rollouts[0]].Created}
+		if st := th.State; st != nil {
+			for _, turn := range st.Turns {
+				if turn.Status == replay.StatusInterrupted {
+					f.InterruptedTurns++
+				}
+			}
+			f.UnknownCalls = len(st.DanglingCalls)
+		}
+		for _, rid := range th.Rollouts {
+			for _, s := range c.Rollouts[rid].Spawns {
+				f.Spawns = append(f.Spawns, SpawnFact{Child: s.Child, Role: s.Role, Updated: c.Rollouts[rid].Updated})
+			}
+		}
+		in.Threads = append(in.Threads, f)
+	}
+	t := Assemble(in, opt)
+	t.Threads = threads
+	c.Problems = t.Problems
+	return t
+}
+
+// Input is what a tree is assembled from: per thread, the facts of its
+// rollouts, and the delivery ledger's judgement. Build gathers it from
+// rollout files; the index keeps it (index.Lineage).
+type Input struct {
+	Threads      []ThreadFacts // by thread id
+	Deliveries   []dedupe.Delivery
+	ChildResults []dedupe.ChildResult
+	Problems     []Problem // found reading the rollouts; the tree's own follow
+}
+
+// ThreadFacts are what the tree needs of one thread.
+type ThreadFacts struct {
+	ID       string
+	Rollouts []string // the revert chain, oldest first
+	Current  string   // the chain's end
+	// ParentThreadID, ForkedFromID and AgentRole are the current rollout's
+	// (its canonical session_meta's).
+	ParentThreadID, ForkedFromID, AgentRole string
+	Created                                 string // timestamp of the first record of the chain's first rollout
+	// InterruptedTurns (in the current view's window) and UnknownCalls
+	// (dangling calls of the view) are replay's, over the current view.
+	InterruptedTurns, UnknownCalls int
+	// Spawns are the thread_spawned records of its rollouts, in chain and
+	// record order, in effect or not.
+	Spawns []SpawnFact
+}
+
+// SpawnFact is a parent's record of a child.
+type SpawnFact struct {
+	Child, Role string
+	Updated     string // timestamp of the last record of the rollout that holds it
+}
+
+// Assemble builds the lineage tree from its facts: nodes for every thread
+// and for every child only a parent names, the parent links (a conflicting
+// parent is reported), each node's counts and status, then roots, orphans
+// and broken cycles.
+func Assemble(in Input, opt Options) *Tree {
+	t := &Tree{nodes: map[string]*Node{}, Deliveries: in.Deliveries, ChildResults: in.ChildResults}
+	problems := append([]Problem(nil), in.Problems...)
+	for _, f := range in.Threads {
+		t.nodes[f.ID] = &Node{ThreadID: f.ID, RolloutID: f.Current, Rollouts: f.Rollouts, AgentRole: f.AgentRole,
+			ParentThreadID: f.ParentThreadID, ForkedFromID: f.ForkedFromID, created: f.Created,
+			Counts: Counts{InterruptedTurns: f.InterruptedTurns, UnknownCalls: f.UnknownCalls}}
 	}
 	// The parents' records of their children: the child may never have
 	// written a line, or its own session_meta may not name the parent.
-	for _, id := range sortedKeys(threads) {
-		for _, rid := range threads[id].Rollouts {
-			for _, s := range c.Rollouts[rid].Spawns {
-				child, ok := t.nodes[s.Child]
-				switch {
-				case !ok:
-					t.nodes[s.Child] = &Node{ThreadID: s.Child, ParentThreadID: id, AgentRole: s.Role, Rollouts: []string{}, created: c.Rollouts[rid].Updated}
-				case child.ParentThreadID == "":
-					child.ParentThreadID = id
-				case child.ParentThreadID != id:
-					c.Problems = append(c.Problems, Problem{Kind: "conflicting_parent", Thread: s.Child,
-						Detail: fmt.Sprintf("thread %s names parent %s, but %s spawned it", s.Child, child.ParentThreadID, id)})
-				}
+	for _, f := range in.Threads {
+		for _, s := range f.Spawns {
+			child, ok := t.nodes[s.Child]
+			switch {
+			case !ok:
+				t.nodes[s.Child] = &Node{ThreadID: s.Child, ParentThreadID: f.ID, AgentRole: s.Role, Rollouts: []string{}, created: s.Updated}
+			case child.ParentThreadID == "":
+				child.ParentThreadID = f.ID
+			case child.ParentThreadID != f.ID:
+				problems = append(problems, Problem{Kind: "conflicting_parent", Thread: s.Child,
+					Detail: fmt.Sprintf("thread %s names parent %s, but %s spawned it", s.Child, child.ParentThreadID, f.ID)})
 			}
 		}
 	}
@@ -115,21 +177,8 @@ func Build(c *Corpus, opt Options) *Tree {
 			n.Status = Idle
 		}
 	}
-	t.link(c)
-	t.Problems = c.Problems
+	t.Problems = t.link(problems)
 	return t
-}
-
-func countState(n *Node, st *replay.State) {
-	if st == nil {
-		return
-	}
-	for _, turn := range st.Turns {
-		if turn.Status == replay.StatusInterrupted {
-			n.Counts.InterruptedTurns++
-		}
-	}
-	n.Counts.UnknownCalls = len(st.DanglingCalls)
 }
 
 // parentOf is a node's place in the tree: its spawn parent, else the thread
@@ -142,8 +191,8 @@ func parentOf(n *Node) string {
 }
 
 // link attaches children to parents; orphans and nodes on a cycle become
-// roots.
-func (t *Tree) link(c *Corpus) {
+// roots. It returns problems with the cycles it broke added.
+func (t *Tree) link(problems []Problem) []Problem {
 	ids := sortedKeys(t.nodes)
 	cut := map[string]bool{} // nodes whose parent link a cycle broke
 	for _, id := range ids {
@@ -155,7 +204,7 @@ func (t *Tree) link(c *Corpus) {
 				if !cut[cycle[0]] {
 					sort.Strings(cycle)
 					cut[cycle[0]] = true
-					c.Problems = append(c.Problems, Problem{Kind: "cycle", Thread: cycle[0],
+					problems = append(problems, Problem{Kind: "cycle", Thread: cycle[0],
 						Detail: fmt.Sprintf("threads %s name each other as parents; %s shown as a root", strings.Join(cycle, " -> "), cycle[0])})
 				}
 				break
@@ -192,6 +241,7 @@ func (t *Tree) link(c *Corpus) {
 	if t.Orphans == nil {
 		t.Orphans = []string{}
 	}
+	return problems
 }
 
 func sortNodes(ns []*Node) {
