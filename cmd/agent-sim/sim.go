@@ -39,23 +39,35 @@ import (
 type simAgent struct {
 	world *worldClient
 	log   *slog.Logger
-	// crashAt is a named crash point: the worker SIGKILLs itself the first
-	// time it gets there ("" none). See crashPoints.
-	crashAt string
-	crashed atomic.Bool
+	// crashAt is a named crash point: the worker SIGKILLs itself the
+	// crashHit-th time it gets there ("" none). See crashPoints.
+	crashAt  string
+	crashHit int64
+	hits     atomic.Int64
+	// acks is the worker's own record of what it was told (--acks).
+	acks *ackLog
 }
 
-// Named crash points of a worker (agent-sim worker --crash POINT).
+// Named crash points of a worker (agent-sim worker --crash POINT[:N]).
 var crashPoints = map[string]string{
 	"before_effect":    "a keyed call is logged and flushed; the world has not been asked",
 	"after_effect":     "the world carried the effect out; its output is not logged",
 	"between_barriers": "a turn's body is flushed and its end announced; task_complete is not flushed",
 	"after_spawn":      "a child's thread_spawned is logged; the child and its task may not exist",
+	"after_send_flush": "a message's inter_agent_sent is flushed; the mail is not published",
+	"before_receipt":   "a mail message is taken from the mailbox; its inter_agent_received is not logged",
 }
 
-// maybeCrash kills the process at its crash point, once.
+// protocolPoints are the crash points inside the delivery protocol: armed
+// through internal/faults (they are reached in the agent package, not here).
+var protocolPoints = map[string]string{
+	"after_send_flush": "mail.after-sent-flush",
+	"before_receipt":   "mail.before-receipt",
+}
+
+// maybeCrash kills the process at its crash point, on its crashHit-th hit.
 func (s *simAgent) maybeCrash(point string) {
-	if s.crashAt == point && s.crashed.CompareAndSwap(false, true) {
+	if s.crashAt == point && s.hits.Add(1) == max(s.crashHit, 1) {
 		s.log.Warn("crash point reached: SIGKILL", "point", point)
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // never returns
@@ -85,6 +97,7 @@ func (s *simAgent) handle(ctx context.Context, th *agent.Thread, res *agent.Resu
 	if err != nil {
 		return err
 	}
+	s.acks.resumed(th, res)
 	if _, err := th.Receive(ctx, 64, 200*time.Millisecond); err != nil {
 		return err
 	}
@@ -139,6 +152,7 @@ func (s *simAgent) handle(ctx context.Context, th *agent.Thread, res *agent.Resu
 		if err := spawn(ctx, th, c); err != nil {
 			return err
 		}
+		s.acks.acked(th)
 		s.maybeCrash("after_spawn")
 	}
 	for _, c := range children {
@@ -155,6 +169,7 @@ func (s *simAgent) handle(ctx context.Context, th *agent.Thread, res *agent.Resu
 		IdempotencyKey: "result:" + task.IdempotencyKey, InReplyTo: task.MsgID}); err != nil {
 		return err
 	}
+	s.acks.acked(th)
 	if d, err = th.Deliveries(ctx); err != nil {
 		return err
 	}
@@ -272,6 +287,7 @@ func (s *simAgent) turn(ctx context.Context, th *agent.Thread, p params, path []
 		return err
 	}
 	for _, c := range *proven {
+		s.acks.retried(th.ID(), c[1])
 		if _, err := turn.RetryCall(ctx, c[0], agent.CallSpec{}, s.effect(th.ID(), c[1])); err != nil && !errors.Is(err, agent.ErrOutcomeUnknown) {
 			return err
 		}
@@ -307,6 +323,7 @@ func (s *simAgent) turn(ctx context.Context, th *agent.Thread, p params, path []
 	if err := turn.End(ctx, func(int64) { s.maybeCrash("between_barriers") }); err != nil {
 		return err
 	}
+	s.acks.acked(th)
 	if rng.IntN(8) == 0 { // a scratch turn, then rolled back
 		scratch, err := th.BeginTurn(ctx, agent.TurnSpec{Context: settings, UserText: "try something"})
 		if err != nil {
