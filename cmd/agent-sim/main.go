@@ -72,6 +72,8 @@ package only.
   agent-sim world  --nats URL --ledger FILE   the simulated outside world
   agent-sim worker --nats URL [--id ID]       a worker running simulated agents
   agent-sim run    --nats URL --seed S ...    run one tree to completion
+  agent-sim crash  --seed S --rounds R        a crash campaign: kill workers and the
+                                              coordinator under live trees, check invariants
 
 A coordinator must be serving the bus (coordinator serve): it sets the bus up
 and offers runnable threads to the workers.
@@ -83,7 +85,7 @@ for a usage error.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newWorldCmd(), newWorkerCmd(), newRunCmd())
+	root.AddCommand(newWorldCmd(), newWorkerCmd(), newRunCmd(), newCrashCmd())
 	return root
 }
 
