@@ -87,20 +87,19 @@ func (s *Supervisor) Sweep(ctx context.Context) error {
 		live[w.ID] = w
 	}
 	for id, last := range s.seen {
-		if _, ok := live[id]; ok {
+		if now, ok := live[id]; ok {
+			if now.Started != last.Started || now.PID != last.PID || now.Host != last.Host {
+				// Restarted under the same id: the old process is dead and
+				// its threads are not in the new one's heartbeat.
+				s.orphanThreads(id, last, now)
+			}
 			continue
 		}
 		if beat, err := time.Parse(time.RFC3339Nano, last.Beat); err == nil && time.Since(beat) < s.bus.WorkerTTL() {
 			live[id] = last // not listed, yet its last beat is younger than the TTL: a glitch, not a death
 			continue
 		}
-		if !last.Stopped {
-			s.stats.DeadWorkers++
-			s.o.Logger.Warn("worker stopped heartbeating; its threads will be offered to others", "worker", id, "threads", len(last.Threads))
-			for _, th := range last.Threads {
-				s.orphans[th] = id
-			}
-		}
+		s.orphanThreads(id, last, stream.WorkerInfo{})
 	}
 	s.seen = live
 
@@ -150,6 +149,24 @@ func (s *Supervisor) Sweep(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// orphanThreads marks the threads of a worker incarnation that died
+// without a clean stop (last: its last heartbeat; now: the heartbeat of
+// the process that restarted under its id, if any) for offering.
+func (s *Supervisor) orphanThreads(id string, last, now stream.WorkerInfo) {
+	if last.Stopped {
+		return
+	}
+	s.stats.DeadWorkers++
+	if now.ID != "" {
+		s.o.Logger.Warn("worker restarted under the same id; the old process's threads will be offered", "worker", id, "threads", len(last.Threads), "old_pid", last.PID, "pid", now.PID)
+	} else {
+		s.o.Logger.Warn("worker stopped heartbeating; its threads will be offered to others", "worker", id, "threads", len(last.Threads))
+	}
+	for _, th := range last.Threads {
+		s.orphans[th] = id
+	}
 }
 
 func heldByLive(live map[string]stream.WorkerInfo, thread string) bool {
