@@ -65,6 +65,9 @@ func (c *Client) RunWorker(ctx context.Context, spec WorkerSpec, h Handler) erro
 	host, _ := os.Hostname()
 	w := &worker{c: c, spec: spec, h: h, held: map[string]bool{},
 		info: stream.WorkerInfo{ID: spec.ID, Host: host, PID: os.Getpid(), Capacity: spec.Capacity, Started: time.Now().UTC().Format(time.RFC3339Nano)}}
+	if err := w.inherit(ctx); err != nil {
+		return fmt.Errorf("agent: worker %s: %w", spec.ID, err)
+	}
 	if err := w.beat(ctx, false); err != nil {
 		return fmt.Errorf("agent: worker %s: %w", spec.ID, err)
 	}
@@ -139,6 +142,10 @@ type worker struct {
 // a takeover or a lost lease is returned: the worker must stop.
 func (w *worker) run(ctx context.Context, o *stream.Offered) error {
 	c := w.c
+	// The heartbeat names the thread before its lease is taken: a death
+	// right after the Open must not leave a thread no heartbeat names.
+	w.hold(o.Thread, true)
+	defer w.hold(o.Thread, false)
 	th, res, err := c.Open(ctx, o.Thread, OpenOptions{Prober: w.spec.Prober, RetryProvenNotExecuted: w.spec.RetryProvenNotExecuted})
 	var held *LeaseHeldError
 	switch {
@@ -151,8 +158,6 @@ func (w *worker) run(ctx context.Context, o *stream.Offered) error {
 		return nil
 	}
 	o.Ack(ctx)
-	w.hold(o.Thread, true)
-	defer w.hold(o.Thread, false)
 	herr := w.h(ctx, th, res)
 	cerr := th.Close(context.WithoutCancel(ctx))
 	for _, err := range []error{herr, cerr} {
@@ -179,6 +184,23 @@ func (w *worker) hold(thread string, on bool) {
 		defer cancel()
 		w.beat(bctx, false)
 	}
+}
+
+// inherit reads the heartbeat an earlier process left under this id: if
+// it died (no clean stop), the threads it held go into this process's
+// heartbeats as Orphaned, for the supervisor to offer.
+func (w *worker) inherit(ctx context.Context) error {
+	ws, err := w.c.bus.Workers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, prev := range ws {
+		if prev.ID == w.spec.ID && !prev.Stopped && len(prev.Threads)+len(prev.Orphaned) > 0 {
+			w.info.Orphaned = append(append([]string(nil), prev.Threads...), prev.Orphaned...)
+			sort.Strings(w.info.Orphaned)
+		}
+	}
+	return nil
 }
 
 // beat writes the heartbeat with the threads held now.

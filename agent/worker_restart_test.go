@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,11 +10,12 @@ import (
 )
 
 // TestWorkerRestartedUnderSameIDHandsThreadsOver: a worker that dies
-// mid-turn and is restarted at once under the same id (as a process
-// supervisor restarts it) gets no heartbeat gap, yet the threads the dead
-// process held are offered: the new incarnation resumes the thread. Before
-// the supervisor compared incarnations, the thread waited forever (found by
-// agent-sim crash --seed 1, worker:after_effect).
+// mid-turn right after taking a thread, and is restarted at once under the
+// same id (as a process supervisor restarts it), leaves no heartbeat gap
+// and perhaps no sweep that saw it hold the thread; yet the thread is
+// offered (the new process's heartbeat carries the old one's threads as
+// orphaned) and the new incarnation resumes it. Before, the thread waited
+// forever (found by agent-sim crash --seed 1, worker:after_effect).
 func TestWorkerRestartedUnderSameIDHandsThreadsOver(t *testing.T) {
 	b := testBus(t)
 	ctx := testCtx(t)
@@ -26,12 +28,16 @@ func TestWorkerRestartedUnderSameIDHandsThreadsOver(t *testing.T) {
 		if _, err := th.Receive(ctx, 10, time.Second); err != nil {
 			return err
 		}
-		if _, err := th.BeginTurn(ctx, agent.TurnSpec{ID: "t1"}); err != nil {
+		turn, err := th.BeginTurn(ctx, agent.TurnSpec{ID: "t1"})
+		if err != nil {
 			return err
 		}
-		close(inTurn)
-		<-release // the process dies mid-turn
-		return nil
+		_, err = turn.Call(ctx, agent.CallSpec{ID: "c1", Name: "apply", IdempotencyKey: "k1"}, func(context.Context) (string, error) {
+			close(inTurn) // the call is logged and flushed
+			<-release     // the process dies mid-call
+			return "", errors.New("never")
+		})
+		return err
 	})
 	pc := connect(t, b, "parent")
 	root, err := pc.StartRoot(ctx, agent.ThreadSpec{ID: "root"})
@@ -47,8 +53,7 @@ func TestWorkerRestartedUnderSameIDHandsThreadsOver(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the first worker never ran the child")
 	}
-	time.Sleep(300 * time.Millisecond) // the supervisor sees the old incarnation holding kid
-	dying.Close()
+	dying.Close() // at once: no sweep may have seen the old process hold kid
 	got := make(chan *agent.Resumed, 1)
 	again := connect(t, b, "w1-new")
 	runWorker(t, again, agent.WorkerSpec{ID: "w1"}, func(ctx context.Context, th *agent.Thread, res *agent.Resumed) error {

@@ -167,6 +167,11 @@ type WorkerInfo struct {
 	Beat     string   `json:"heartbeat"`
 	// Stopped is set by a worker's last heartbeat on a clean shutdown.
 	Stopped bool `json:"stopped,omitempty"`
+	// Orphaned are the threads an earlier process under this id held
+	// when it died (its last heartbeat was not Stopped): a process
+	// restarted under the same id overwrites that heartbeat at once, so it
+	// carries them for the supervisor to offer.
+	Orphaned []string `json:"orphaned,omitempty"`
 }
 
 // Heartbeat writes a worker's heartbeat (its key lives one TTL).

@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -86,9 +87,18 @@ func (s *Supervisor) Sweep(ctx context.Context) error {
 	for _, w := range workers {
 		live[w.ID] = w
 	}
+	for id, now := range live {
+		if last, ok := s.seen[id]; !ok || incarnation(last) != incarnation(now) {
+			// A process new to this sweep: the threads an earlier process
+			// under its id held when it died, as it found them.
+			for _, th := range now.Orphaned {
+				s.orphans[th] = id
+			}
+		}
+	}
 	for id, last := range s.seen {
 		if now, ok := live[id]; ok {
-			if now.Started != last.Started || now.PID != last.PID || now.Host != last.Host {
+			if incarnation(last) != incarnation(now) {
 				// Restarted under the same id: the old process is dead and
 				// its threads are not in the new one's heartbeat.
 				s.orphanThreads(id, last, now)
@@ -149,6 +159,11 @@ func (s *Supervisor) Sweep(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// incarnation tells one process under a worker id from the next.
+func incarnation(w stream.WorkerInfo) string {
+	return fmt.Sprintf("%s/%d/%s", w.Host, w.PID, w.Started)
 }
 
 // orphanThreads marks the threads of a worker incarnation that died
