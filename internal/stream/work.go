@@ -99,7 +99,11 @@ func (b *Bus) Offer(ctx context.Context, thread, reason string) (bool, error) {
 }
 
 // Offers is the workers' shared consumer on WORK: each offer goes to one
-// worker; one not acknowledged within its ack wait goes to another.
+// worker; one not acknowledged within its ack wait (the lease TTL) goes to
+// another. A short wait is safe: an offer is only a hint, and a worker
+// given one whose thread another is still opening finds the lease held and
+// drops it; a long one delayed the thread of a worker that died holding an
+// unacknowledged offer by that long (30 s), far past the lease TTL.
 type Offers struct{ cons jetstream.Consumer }
 
 // OpenOffers binds to (creating if needed) the workers' consumer.
@@ -110,7 +114,7 @@ func (b *Bus) OpenOffers(ctx context.Context) (*Offers, error) {
 			Durable:       WorkConsumer,
 			FilterSubject: workPrefix + ">",
 			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       30 * time.Second,
+			AckWait:       max(b.leaseTTL, time.Second),
 			DeliverPolicy: jetstream.DeliverAllPolicy,
 		})
 		return err
