@@ -48,7 +48,7 @@ func startRig(ctx context.Context, c rigConfig) (*rig, error) {
 	r := &rig{dir: c.dir, data: filepath.Join(c.dir, "data"), ledger: filepath.Join(c.dir, "world.jsonl"),
 		acks: filepath.Join(c.dir, "acks"), external: c.natsURL, leaseTTL: c.leaseTTL, restarts: map[string]int{}}
 	logs := filepath.Join(c.dir, "logs")
-	for _, d := range []string{r.data, r.acks, logs} {
+	for _, d := range []string{r.data, r.acks, logs, filepath.Join(c.dir, "tokens")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
@@ -196,7 +196,7 @@ func (r *rig) supervise(ctx context.Context) error {
 func withoutCrash(args []string) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
-		if args[i] == "--crash" {
+		if args[i] == "--crash" || args[i] == "--crash-token" {
 			i++
 			continue
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,12 +26,17 @@ const (
 type roundResult struct {
 	fault
 	Outcome string `json:"outcome"`
+	// Died: the process an armed point killed.
+	Died string `json:"died,omitempty"`
 	// Fenced: a stopped worker exited with a fencing error once continued.
-	Fenced    bool `json:"fenced,omitempty"`
-	Threads   int  `json:"threads"`
+	Fenced  bool `json:"fenced,omitempty"`
+	Threads int  `json:"threads"`
 	checkStats
 	Violations []string `json:"violations,omitempty"`
 	ElapsedSec float64  `json:"elapsed_s"`
+	// Phases: arming, the tree until every thread reported, the driver's
+	// receipt of the root's result, the checks (seconds).
+	Phases map[string]float64 `json:"phases_s"`
 }
 
 // supervisor restarts what died on its own while a round runs, and notes
@@ -37,8 +44,9 @@ type roundResult struct {
 type supervisor struct {
 	mu      sync.Mutex
 	r       *rig
-	armed   *proc // the process armed for this round, or nil
+	armed   []*proc // the processes armed for this round
 	reached bool
+	victim  string // the armed process that died at the point
 	zombie  *proc
 	fenced  bool
 	err     error
@@ -57,9 +65,8 @@ func (s *supervisor) tick(ctx context.Context) {
 		}
 		tail := p.stderrTail()
 		switch {
-		case p == s.armed && p.killedBySIGKILL() && strings.Contains(tail, "crash point"):
-			s.reached = true
-			s.armed = nil
+		case slices.Contains(s.armed, p) && !s.reached && p.killedBySIGKILL() && strings.Contains(tail, "crash point"):
+			s.reached, s.victim = true, p.name
 			p.mu.Lock()
 			p.expect = true
 			p.mu.Unlock()
@@ -86,25 +93,30 @@ func (s *supervisor) locked(fn func() error) error {
 // runRound runs one round: the tree, the fault, recovery, the checks.
 func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) (*roundResult, error) {
 	start := time.Now()
-	res := &roundResult{fault: f}
+	res := &roundResult{fault: f, Phases: map[string]float64{}}
+	mark := time.Now()
+	phase := func(name string) { res.Phases[name] = time.Since(mark).Seconds(); mark = time.Now() }
 	sup := &supervisor{r: r}
 	victim := r.workers[f.Victim]
 	kind, point, _ := strings.Cut(f.Point, ":")
-	// Arm the round's point: the process restarts cleanly with it armed.
+	// Arm the round's point: the processes restart cleanly with it armed.
+	// Every worker is armed, with one token file: the first to reach the
+	// point takes the token and dies, the others go on (one fault a round).
 	switch kind {
 	case "worker":
+		token := filepath.Join(r.dir, "tokens", fmt.Sprintf("round-%d", f.Round))
 		if err := sup.locked(func() error {
-			victim.term(10 * time.Second)
-			victim.args = append(withoutCrash(victim.args), "--crash", point+":"+strconv.FormatInt(f.Hit, 10))
-			sup.armed = victim
-			return victim.start()
+			return restartWorkers(r.workers, func(w *proc) {
+				w.args = append(withoutCrash(w.args), "--crash", point+":"+strconv.FormatInt(f.Hit, 10), "--crash-token", token)
+			})
 		}); err != nil {
 			return nil, err
 		}
+		sup.armed = r.workers
 	case "coordinator":
 		if err := sup.locked(func() error {
 			r.serve.term(15 * time.Second)
-			sup.armed = r.serve
+			sup.armed = []*proc{r.serve}
 			return r.startServe(ctx, []string{"LOGBOOK_CRASH=" + point + ":" + strconv.FormatInt(f.Hit, 10)})
 		}); err != nil {
 			return nil, err
@@ -131,6 +143,7 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 	}()
 	defer func() { close(stopSup); <-supDone }()
 
+	phase("arm")
 	pl := buildPlan(f.Tree)
 	res.Threads = len(pl.threads())
 	driverID := "run-" + pl.root
@@ -174,6 +187,7 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 	if err := waitReports(rctx, r, pl); err != nil {
 		return nil, fmt.Errorf("round %d (%s): %w", f.Round, f, err)
 	}
+	phase("tree")
 	if err := receiveResult(rctx, r.client, driverID, pl.root); err != nil {
 		return nil, fmt.Errorf("round %d (%s): the driver: %w", f.Round, f, err)
 	}
@@ -182,13 +196,15 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 		case kind == "worker" || kind == "coordinator":
 			if sup.reached {
 				res.Outcome = outReached
+				res.Died = sup.victim
+				if kind == "worker" { // the others are still armed
+					return restartWorkers(r.workers, func(w *proc) { w.args = withoutCrash(w.args) })
+				}
 			} else {
 				res.Outcome = outNotReached
 				// Disarm: a clean restart without the point.
 				if kind == "worker" {
-					victim.term(10 * time.Second)
-					victim.args = withoutCrash(victim.args)
-					return victim.start()
+					return restartWorkers(r.workers, func(w *proc) { w.args = withoutCrash(w.args) })
 				}
 				r.serve.term(15 * time.Second)
 				return r.startServe(rctx, nil)
@@ -200,17 +216,36 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 	}); err != nil {
 		return nil, fmt.Errorf("round %d: %w", f.Round, err)
 	}
-	sup.armed = nil
 	if sup.err != nil {
 		return nil, fmt.Errorf("round %d: restarting a child: %w", f.Round, sup.err)
 	}
+	phase("driver")
 	stats, violations, err := checkRound(rctx, r, pl, driverID, driverRollout)
 	if err != nil {
 		return nil, fmt.Errorf("round %d (%s): a check could not run: %w", f.Round, f, err)
 	}
 	res.checkStats, res.Violations = stats, violations
+	phase("check")
 	res.ElapsedSec = time.Since(start).Seconds()
 	return res, nil
+}
+
+// restartWorkers stops the workers cleanly, all at once, changes their
+// arguments and starts them again.
+func restartWorkers(ws []*proc, change func(*proc)) error {
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.term(10 * time.Second) }()
+	}
+	wg.Wait()
+	for _, w := range ws {
+		change(w)
+		if err := w.start(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // startTree creates the round's driver thread, spawns the tree's root with
@@ -285,7 +320,7 @@ func receiveResult(ctx context.Context, c *agent.Client, driverID, root string) 
 			done = receivedFrom(d, agent.KindResult, root)
 		}
 		for !done && ctx.Err() == nil {
-			mail, err := th.Receive(ctx, 4, time.Second)
+			mail, err := th.Receive(ctx, 1, time.Second)
 			if err != nil {
 				last = err
 				break

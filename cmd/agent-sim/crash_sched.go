@@ -14,7 +14,7 @@ import (
 //	worker-kill           SIGKILL of a worker at a random moment of the round's work
 //	worker-stop           SIGSTOP of a worker at a random moment, past the lease TTL, then SIGCONT
 //	coordinator-kill      SIGKILL of the coordinator at a random moment (its embedded NATS dies with it)
-//	worker:POINT          a worker restarted with --crash POINT:N dies at its Nth hit
+//	worker:POINT          the workers restarted with --crash POINT:N: the first to reach its Nth hit dies
 //	coordinator:POINT     the coordinator restarted with LOGBOOK_CRASH=POINT:N dies there
 var faultDocs = map[string]string{
 	"worker-kill":      "SIGKILL of a worker at a random moment",
@@ -101,7 +101,7 @@ type fault struct {
 	Point  string        `json:"point"`
 	Hit    int64         `json:"hit,omitempty"`   // the armed point's hit that kills
 	Delay  time.Duration `json:"delay,omitempty"` // random faults: from the start of the tree
-	Victim int           `json:"victim"`          // the worker (index)
+	Victim int           `json:"victim"`          // the worker (index) a random fault hits
 	Tree   params        `json:"tree"`
 }
 
@@ -113,7 +113,7 @@ func (f fault) String() string {
 	case f.Delay > 0:
 		s += fmt.Sprintf(" after %s", f.Delay)
 	}
-	if !strings.HasPrefix(f.Point, "coordinator") {
+	if strings.HasPrefix(f.Point, "worker-") {
 		s += fmt.Sprintf(" on w%d", f.Victim)
 	}
 	return s
@@ -137,11 +137,11 @@ func schedule(seed uint64, rounds int, points []string, workers int, run string)
 		case strings.Contains(f.Point, "zst"):
 			f.Hit = 1
 		case strings.Contains(f.Point, ":"):
-			f.Hit = 1 + rng.Int64N(3)
+			f.Hit = 1 + rng.Int64N(2)
 		default:
-			f.Delay = time.Duration(50+rng.IntN(1200)) * time.Millisecond
+			f.Delay = time.Duration(50+rng.IntN(1000)) * time.Millisecond
 		}
-		f.Tree = params{Seed: rng.Uint64N(1_000_000), Agents: 3 + rng.IntN(4), Depth: 1 + rng.IntN(2), Turn: 1 + rng.IntN(3),
+		f.Tree = params{Seed: rng.Uint64N(1_000_000), Agents: 2 + rng.IntN(4), Depth: 1 + rng.IntN(2), Turn: 1 + rng.IntN(2),
 			Run: run + "r" + strconv.Itoa(i)}
 		out = append(out, f)
 	}

@@ -44,6 +44,10 @@ type simAgent struct {
 	crashAt  string
 	crashHit int64
 	hits     atomic.Int64
+	// crashToken, if set, is a file the crash takes first (O_EXCL): of
+	// several workers armed with one token, only the first to get there
+	// dies.
+	crashToken string
 	// acks is the worker's own record of what it was told (--acks).
 	acks *ackLog
 }
@@ -67,11 +71,25 @@ var protocolPoints = map[string]string{
 
 // maybeCrash kills the process at its crash point, on its crashHit-th hit.
 func (s *simAgent) maybeCrash(point string) {
-	if s.crashAt == point && s.hits.Add(1) == max(s.crashHit, 1) {
+	if s.crashAt == point && s.hits.Add(1) == max(s.crashHit, 1) && takeToken(s.crashToken) {
 		s.log.Warn("crash point reached: SIGKILL", "point", point)
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // never returns
 	}
+}
+
+// takeToken creates the crash token file; false if another process has.
+func takeToken(path string) bool {
+	if path == "" {
+		return true
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return false
+	}
+	fmt.Fprintf(f, "%d\n", os.Getpid())
+	f.Close()
+	return true
 }
 
 const tokenThreshold = 12000
@@ -133,7 +151,8 @@ func (s *simAgent) handle(ctx context.Context, th *agent.Thread, res *agent.Resu
 		return nil // not started yet: its task has not arrived
 	}
 	if sentKind(d, agent.KindResult, task.From) {
-		return nil // done
+		// Done; the report may have been lost to a crash after the send.
+		return s.report(ctx, th, task, st, d)
 	}
 	children := pl.children[th.ID()]
 	work := p.Turn
@@ -173,6 +192,12 @@ func (s *simAgent) handle(ctx context.Context, th *agent.Thread, res *agent.Resu
 	if d, err = th.Deliveries(ctx); err != nil {
 		return err
 	}
+	return s.report(ctx, th, task, st, d)
+}
+
+// report tells the world what a finished thread did (again, after a crash
+// between its result and its report: the world keeps the last).
+func (s *simAgent) report(ctx context.Context, th *agent.Thread, task *agent.Received, st simState, d *agent.Deliveries) error {
 	r := report{Thread: th.ID(), Parent: task.From, Turns: st.Turn, Records: th.LastOrdinal(), Keys: st.Keys, Sent: []reportSent{}}
 	for _, s := range d.Sent {
 		r.Sent = append(r.Sent, reportSent{MsgID: s.MsgID, Kind: s.Kind, To: s.To})

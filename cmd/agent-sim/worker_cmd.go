@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -47,7 +48,7 @@ func newWorkerCmd() *cobra.Command {
 	var cf connFlags
 	var id string
 	var capacity int
-	var crashAt, acksPath string
+	var crashAt, crashToken, acksPath string
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL [--id ID] [--capacity N]",
 		Short: "Run simulated agents: whatever threads the coordinator offers",
@@ -73,7 +74,13 @@ TTL: a zombie) stops with a fencing error and exit status 1.`,
 				return err
 			}
 			if name, ok := protocolPoints[point]; ok {
-				faults.Arm(name, hit, nil)
+				faults.Arm(name, hit, func(name string) {
+					if takeToken(crashToken) {
+						fmt.Fprintf(os.Stderr, "faults: crash point %s reached: SIGKILL\n", name)
+						syscall.Kill(os.Getpid(), syscall.SIGKILL)
+						select {}
+					}
+				})
 			}
 			if id == "" {
 				host, _ := os.Hostname()
@@ -85,7 +92,7 @@ TTL: a zombie) stops with a fencing error and exit status 1.`,
 				return err
 			}
 			defer c.Close()
-			sim := &simAgent{world: &worldClient{nc: c.Conn(), timeout: 5 * time.Second}, log: log, crashAt: point, crashHit: hit, acks: acks}
+			sim := &simAgent{world: &worldClient{nc: c.Conn(), timeout: 5 * time.Second}, log: log, crashAt: point, crashHit: hit, crashToken: crashToken, acks: acks}
 			fmt.Fprintf(cmd.OutOrStdout(), "worker %s running (capacity %d)\n", id, capacity)
 			return c.RunWorker(cmd.Context(), agent.WorkerSpec{ID: id, Capacity: capacity, Prober: sim.world, RetryProvenNotExecuted: true}, sim.handle)
 		},
@@ -94,6 +101,7 @@ TTL: a zombie) stops with a fencing error and exit status 1.`,
 	cmd.Flags().StringVar(&id, "id", "", "the worker's `ID` (default sim-<host>-<pid>)")
 	cmd.Flags().IntVar(&capacity, "capacity", 4, "threads run at once")
 	cmd.Flags().StringVar(&crashAt, "crash", "", "SIGKILL this worker the Nth time (default 1) it reaches crash `POINT[:N]` ("+pointList()+")")
+	cmd.Flags().StringVar(&crashToken, "crash-token", "", "with --crash: die only if `FILE` can be created (of several workers armed with one token, the first to reach the point)")
 	cmd.Flags().StringVar(&acksPath, "acks", "", "append the worker's own record of what the bus acknowledged to `FILE` (agent-sim crash reads it)")
 	return cmd
 }
