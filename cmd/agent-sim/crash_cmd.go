@@ -166,6 +166,8 @@ func runCrash(ctx context.Context, f crashFlags, points []string, stdout, stderr
 		for _, th := range pl.threads() {
 			want[th] = pl.parent(th, "run-"+pl.root)
 		}
+		c.ElapsedSec = time.Since(start).Seconds()
+		c.writeProgress(dir)
 		status := "ok"
 		if len(res.Violations) > 0 {
 			status = fmt.Sprintf("%d VIOLATIONS", len(res.Violations))

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -157,6 +159,14 @@ func (c *campaign) render(w io.Writer) {
 			fmt.Fprintf(w, "  %s\n", p)
 		}
 	}
+}
+
+// writeProgress writes the table so far to DIR/progress.txt (a campaign
+// cut short still tells what it found).
+func (c *campaign) writeProgress(dir string) {
+	var b strings.Builder
+	c.render(&b)
+	os.WriteFile(filepath.Join(dir, "progress.txt"), []byte(b.String()), 0o644)
 }
 
 func indexOf(list []string, s string) int {
