@@ -153,7 +153,8 @@ func runCrash(ctx context.Context, f crashFlags, points []string, stdout, stderr
 		}
 		res, err := runRound(ctx, r, ft, f.roundTimeout)
 		if err != nil {
-			failure = fmt.Errorf("seed %d, round %d, fault %s: %w", f.seed, ft.Round, ft, err)
+			failure = fmt.Errorf("seed %d, round %d, fault %s: %w (rerun: agent-sim crash --seed %d --rounds %d --points %s)",
+				f.seed, ft.Round, ft, err, f.seed, ft.Round+1, strings.Join(points, ","))
 			c.Violations = append(c.Violations, violation{Round: ft.Round, Point: ft.Point, Fault: ft.String(), Problems: []string{err.Error()}})
 			break
 		}
