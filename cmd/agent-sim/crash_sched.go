@@ -16,11 +16,6 @@ import (
 //	coordinator-kill      SIGKILL of the coordinator at a random moment (its embedded NATS dies with it)
 //	worker:POINT          the workers restarted with --crash POINT:N: the first to reach its Nth hit dies
 //	coordinator:POINT     the coordinator restarted with LOGBOOK_CRASH=POINT:N dies there
-var faultDocs = map[string]string{
-	"worker-kill":      "SIGKILL of a worker at a random moment",
-	"worker-stop":      "SIGSTOP of a worker past the lease TTL, then SIGCONT: a zombie that must be fenced",
-	"coordinator-kill": "SIGKILL of the coordinator at a random moment (the embedded NATS dies with it)",
-}
 
 // coordinatorPoints are the coordinator's crash points (internal/faults)
 // a campaign can reach. revert.after-seal is not among them: simulated
@@ -44,16 +39,6 @@ func allFaults() []string {
 		out = append(out, "coordinator:"+p)
 	}
 	return out
-}
-
-func faultDoc(name string) string {
-	if d, ok := faultDocs[name]; ok {
-		return d
-	}
-	if p, ok := strings.CutPrefix(name, "worker:"); ok {
-		return "a worker dies at its crash point: " + crashPoints[p]
-	}
-	return "the coordinator dies at its crash point " + strings.TrimPrefix(name, "coordinator:")
 }
 
 // parsePoints reads --points: comma-separated fault names, "worker:*" or

@@ -2,6 +2,13 @@
 // coordinator, using only the public agent package: workers of simulated
 // agents, the simulated outside world they act on, and runs of whole trees
 // with their ground truth.
+//
+// Its crash command (crash_*.go) is the crash campaign: it runs the
+// coordinator, the world and workers as child processes, injects one fault
+// a round, and checks DESIGN §8's invariants against the world's ledger,
+// the workers' own --acks records and the tree's plan. Its checks read the
+// data dir and the bus with the coordinator's own readers (internal/...),
+// as an auditor would; the simulated agents stay on the public package.
 package main
 
 import (
