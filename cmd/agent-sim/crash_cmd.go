@@ -134,7 +134,7 @@ func runCrash(ctx context.Context, f crashFlags, points []string, stdout, stderr
 	}
 	run := strconv.FormatInt(time.Now().UnixNano()%(36*36*36*36*36), 36)
 	plan := schedule(f.seed, f.rounds, points, f.workers, run)
-	c := &campaign{Seed: f.seed, Planned: f.rounds, Workers: f.workers, LeaseTTL: f.leaseTTL.String(), Bus: "embedded",
+	c := &campaign{Seed: f.seed, Planned: f.rounds, Dir: dir, Workers: f.workers, LeaseTTL: f.leaseTTL.String(), Bus: "embedded",
 		Faults: map[string]*faultTally{}, Totals: checkStats{Deliveries: map[string]int{}, WantDeliveries: map[string]int{}}, Final: []string{}, Violations: []violation{}}
 	if f.natsURL != "" {
 		c.Bus = f.natsURL
