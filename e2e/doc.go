@@ -12,6 +12,7 @@
 // in `go test ./...` (skipped with -short) and a long one with
 // `make crash-mirror` (-crash.rounds, -crash.named, -crash.seed). The agent
 // crash campaign, `agent-sim crash`, runs 10 rounds in
-// TestCrashCampaignShort (crash_campaign_test.go) and long ones with
-// `make crash` (docs/RELIABILITY.md).
+// TestCrashCampaignShort and 3 against an external bus in
+// TestCrashCampaignOnExternalBus (crash_campaign_test.go), and long ones
+// with `make crash` (docs/RELIABILITY.md).
 package e2e
