@@ -35,7 +35,11 @@ type WorkerSpec struct {
 // It returns when the thread has nothing more to do for now (it waits for
 // mail, or it is done); the worker then closes the thread, releasing its
 // lease, and the coordinator offers it again when mail arrives. Handler
-// must stop when ctx ends.
+// must stop when ctx ends. A Handler that fails (an error other than
+// ErrFenced or ErrLeaseLost: a bus call that timed out, say) has its thread
+// offered again a second later, since nothing else might ever make it
+// runnable (its mail may be taken already): a Handler must be safe to run
+// again, reading what is left to do from the thread's log.
 type Handler func(ctx context.Context, th *Thread, res *Resumed) error
 
 // ErrPresumedDead: the worker's heartbeat lapsed for longer than its TTL
@@ -166,10 +170,28 @@ func (w *worker) run(ctx context.Context, o *stream.Offered) error {
 		}
 	}
 	if herr != nil && ctx.Err() == nil {
-		c.log.Warn("thread handler failed", "worker", w.spec.ID, "thread", o.Thread, "err", herr)
+		// Nothing else may ever make the thread runnable again (its mail
+		// already taken, its worker alive): offer it again, after a pause.
+		c.log.Warn("thread handler failed; offering the thread again", "worker", w.spec.ID, "thread", o.Thread, "err", herr)
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			select {
+			case <-time.After(retryOfferAfter):
+			case <-ctx.Done():
+				return
+			}
+			if _, err := c.bus.Offer(ctx, o.Thread, stream.OfferRetry); err != nil && ctx.Err() == nil {
+				c.log.Warn("offering a failed thread again failed", "worker", w.spec.ID, "thread", o.Thread, "err", err)
+			}
+		}()
 	}
 	return nil
 }
+
+// retryOfferAfter is how long a thread whose handler failed waits before
+// it is offered again.
+const retryOfferAfter = time.Second
 
 func (w *worker) hold(thread string, on bool) {
 	w.mu.Lock()

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,5 +73,53 @@ func TestWorkerRestartedUnderSameIDHandsThreadsOver(t *testing.T) {
 		}
 	case <-time.After(again.LeaseTTL() + 10*time.Second):
 		t.Fatalf("the restarted worker was never offered the dead incarnation's thread (supervisor %+v)", sup.Stats())
+	}
+}
+
+// TestFailedHandlerRunsAgain: a handler that takes the thread's task and
+// then fails (as when an ack times out under a coordinator restart) leaves
+// no mail and a live worker, so nothing would make the thread runnable
+// again; the worker offers it again and the handler runs a second time.
+// Before, the thread stayed as it was forever (found by agent-sim crash
+// --seed 20261203, round 125, coordinator-kill).
+func TestFailedHandlerRunsAgain(t *testing.T) {
+	b := testBus(t)
+	ctx := testCtx(t)
+	supervisor(t, b)
+	runs := make(chan int32, 4)
+	var n atomic.Int32
+	w := connect(t, b, "w1")
+	runWorker(t, w, agent.WorkerSpec{ID: "w1"}, func(ctx context.Context, th *agent.Thread, _ *agent.Resumed) error {
+		if th.ID() != "kid" {
+			return nil
+		}
+		if _, err := th.Receive(ctx, 10, time.Second); err != nil {
+			return err
+		}
+		k := n.Add(1)
+		runs <- k
+		if k == 1 {
+			return errors.New("a bus call timed out")
+		}
+		return nil
+	})
+	pc := connect(t, b, "parent")
+	root, err := pc.StartRoot(ctx, agent.ThreadSpec{ID: "root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close(ctx)
+	if _, err := root.Spawn(ctx, agent.ThreadSpec{ID: "kid"}, agent.Task{Body: "work"}); err != nil {
+		t.Fatal(err)
+	}
+	for want := int32(1); want <= 2; want++ {
+		select {
+		case got := <-runs:
+			if got != want {
+				t.Fatalf("run %d, want %d", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the handler ran %d times; a failed thread must run again", want-1)
+		}
 	}
 }

@@ -25,6 +25,9 @@ import (
 //	    Open found these keyed calls without an output; the probe's answers
 //	{"t":"retry","thread":T,"key":K}
 //	    a call a probe proved not executed is run again under its key
+//	{"t":"received","thread":T,"msgs":[msg ids]}
+//	    Receive returned these messages: each receipt logged, flushed and
+//	    the message acknowledged
 type ackEntry struct {
 	T          string            `json:"t"`
 	Thread     string            `json:"thread"`
@@ -34,6 +37,7 @@ type ackEntry struct {
 	InFlight   []string          `json:"in_flight,omitempty"`
 	Reconciled map[string]string `json:"reconciled,omitempty"`
 	Key        string            `json:"key,omitempty"`
+	Msgs       []string          `json:"msgs,omitempty"`
 }
 
 // ackLog appends entries to a worker's --acks file; a nil ackLog records
@@ -90,6 +94,18 @@ func (l *ackLog) resumed(th *agent.Thread, res *agent.Resumed) {
 	if len(e.InFlight) > 0 {
 		l.write(e)
 	}
+}
+
+// received records the messages a Receive returned.
+func (l *ackLog) received(thread string, mail []agent.Mail) {
+	if len(mail) == 0 {
+		return
+	}
+	e := ackEntry{T: "received", Thread: thread}
+	for _, m := range mail {
+		e.Msgs = append(e.Msgs, m.MsgID)
+	}
+	l.write(e)
 }
 
 func (l *ackLog) retried(thread, key string) {

@@ -291,20 +291,29 @@ func finalChecks(ctx context.Context, r *rig, coord string, want map[string]stri
 			problems = append(problems, fmt.Sprintf("coordinator unconfirmed --data: the result of %s to %s is %s", cr.Child, cr.Parent, cr.State))
 		}
 	}
+	var dups []string
 	for _, d := range u.Deliveries {
 		_, from := want[d.From]
 		_, to := want[d.To]
-		if from || to {
+		switch {
+		case (from || to) && d.State == dedupe.PossiblyDuplicated:
+			dups = append(dups, fmt.Sprintf("delivery %s from %s to %s is %s", d.MsgID, d.From, d.To, d.State))
+		case from || to:
 			pending++
 			problems = append(problems, fmt.Sprintf("coordinator unconfirmed --data: delivery %s from %s to %s is %s", d.MsgID, d.From, d.To, d.State))
 		}
+	}
+	if wantDups := c.Totals.WantDeliveries[dedupe.PossiblyDuplicated]; len(dups) != wantDups {
+		pending++
+		problems = append(problems, fmt.Sprintf("coordinator unconfirmed --data: %d deliveries possibly_duplicated, the rounds' ground truth %d:\n  %s", len(dups), wantDups, strings.Join(dups, "\n  ")))
 	}
 	wantConfirmed := c.Totals.WantDeliveries[dedupe.Confirmed]
 	switch {
 	case r.external == "" && u.Confirmed != wantConfirmed:
 		problems = append(problems, fmt.Sprintf("coordinator unconfirmed --data: %d deliveries confirmed, ground truth %d", u.Confirmed, wantConfirmed))
 	case pending == 0:
-		c.Final = append(c.Final, fmt.Sprintf("coordinator unconfirmed --data: %d deliveries confirmed (ground truth %d), none of the campaign's pending", u.Confirmed, wantConfirmed))
+		c.Final = append(c.Final, fmt.Sprintf("coordinator unconfirmed --data: %d deliveries confirmed (ground truth %d), %d possibly duplicated (ground truth %d), none other of the campaign's pending",
+			u.Confirmed, wantConfirmed, len(dups), c.Totals.WantDeliveries[dedupe.PossiblyDuplicated]))
 	}
 	return problems
 }

@@ -116,7 +116,9 @@ func (s *simAgent) handle(ctx context.Context, th *agent.Thread, res *agent.Resu
 		return err
 	}
 	s.acks.resumed(th, res)
-	if _, err := th.Receive(ctx, 64, 200*time.Millisecond); err != nil {
+	mail, err := th.Receive(ctx, 64, 200*time.Millisecond)
+	s.acks.received(th.ID(), mail)
+	if err != nil {
 		return err
 	}
 	st := simState{Files: map[string]int{}}

@@ -63,6 +63,7 @@ func workersConfig(replicas int, ttl time.Duration) jetstream.KeyValueConfig {
 const (
 	OfferMail       = "mail"        // mail waits in the thread's mailbox and nobody holds it
 	OfferWorkerDied = "worker_died" // the worker that held it stopped heartbeating
+	OfferRetry      = "retry"       // a worker's handler failed on it: run it again
 )
 
 // OfferInfo is the payload of an offer.
