@@ -81,7 +81,7 @@ func TestWorkerRestartedUnderSameIDHandsThreadsOver(t *testing.T) {
 // no mail and a live worker, so nothing would make the thread runnable
 // again; the worker offers it again and the handler runs a second time.
 // Before, the thread stayed as it was forever (found by agent-sim crash
-// --seed 20261203, round 125, coordinator-kill).
+// --seed 20261203, round 126, coordinator-kill).
 func TestFailedHandlerRunsAgain(t *testing.T) {
 	b := testBus(t)
 	ctx := testCtx(t)

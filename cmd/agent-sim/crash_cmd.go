@@ -154,7 +154,7 @@ func runCrash(ctx context.Context, f crashFlags, points []string, stdout, stderr
 		res, err := runRound(ctx, r, ft, f.roundTimeout)
 		if err != nil {
 			failure = fmt.Errorf("seed %d, round %d, fault %s: %w (rerun: agent-sim crash --seed %d --rounds %d --points %s)",
-				f.seed, ft.Round, ft, err, f.seed, ft.Round+1, strings.Join(points, ","))
+				f.seed, ft.Round, ft, err, f.seed, ft.Round, strings.Join(points, ","))
 			c.Violations = append(c.Violations, violation{Round: ft.Round, Point: ft.Point, Fault: ft.String(), Problems: []string{err.Error()}})
 			break
 		}
@@ -173,17 +173,17 @@ func runCrash(ctx context.Context, f crashFlags, points []string, stdout, stderr
 		if len(res.Violations) > 0 {
 			status = fmt.Sprintf("%d VIOLATIONS", len(res.Violations))
 		}
-		fmt.Fprintf(stderr, "round %d/%d %s: %s, %d threads, %s in %.1fs\n", ft.Round+1, f.rounds, ft, res.Outcome, res.Threads, status, res.ElapsedSec)
+		fmt.Fprintf(stderr, "round %d/%d %s: %s, %d threads, %s in %.1fs\n", ft.Round, f.rounds, ft, res.Outcome, res.Threads, status, res.ElapsedSec)
 		if len(res.Violations) > 0 {
 			failure = fmt.Errorf("seed %d, round %d, fault %s: %d invariant violations (rerun: agent-sim crash --seed %d --rounds %d --points %s)",
-				f.seed, ft.Round, ft, len(res.Violations), f.seed, ft.Round+1, strings.Join(points, ","))
+				f.seed, ft.Round, ft, len(res.Violations), f.seed, ft.Round, strings.Join(points, ","))
 			break
 		}
 	}
 	if failure == nil {
 		problems := finalChecks(ctx, r, coord, want, c)
 		if len(problems) > 0 {
-			c.Violations = append(c.Violations, violation{Round: -1, Point: "final", Fault: "the whole data dir at the end", Problems: problems})
+			c.Violations = append(c.Violations, violation{Round: 0, Point: "final", Fault: "the whole data dir at the end", Problems: problems})
 			failure = fmt.Errorf("seed %d: the final checks failed", f.seed)
 		}
 	}

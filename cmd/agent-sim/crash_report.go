@@ -42,7 +42,7 @@ type faultTally struct {
 }
 
 type violation struct {
-	Round    int      `json:"round"`
+	Round    int      `json:"round"` // from 1; 0 for the final checks
 	Point    string   `json:"point"`
 	Fault    string   `json:"fault"`
 	Problems []string `json:"problems"`

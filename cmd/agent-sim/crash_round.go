@@ -149,7 +149,7 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 	driverID := "run-" + pl.root
 	driverRollout, err := startTree(rctx, r.client, driverID, pl.root, f.Tree.Seed)
 	if err != nil {
-		return nil, fmt.Errorf("round %d: start the tree: %w", f.Round, err)
+		return nil, fmt.Errorf("start the tree: %w", err)
 	}
 	// Random faults land at a moment of the work.
 	switch f.Point {
@@ -180,16 +180,16 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("round %d: %s: %w", f.Round, f.Point, err)
+			return nil, fmt.Errorf("%s: %w", f.Point, err)
 		}
 	}
 	// Recovery: the tree completes (every thread reported to the world).
 	if err := waitReports(rctx, r, pl); err != nil {
-		return nil, fmt.Errorf("round %d (%s): %w", f.Round, f, err)
+		return nil, err
 	}
 	phase("tree")
 	if err := receiveResult(rctx, r.client, driverID, pl.root); err != nil {
-		return nil, fmt.Errorf("round %d (%s): the driver: %w", f.Round, f, err)
+		return nil, fmt.Errorf("the driver: %w", err)
 	}
 	if err := sup.locked(func() error {
 		switch {
@@ -214,15 +214,15 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 		}
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("round %d: %w", f.Round, err)
+		return nil, err
 	}
 	if sup.err != nil {
-		return nil, fmt.Errorf("round %d: restarting a child: %w", f.Round, sup.err)
+		return nil, fmt.Errorf("restarting a child: %w", sup.err)
 	}
 	phase("driver")
 	stats, violations, err := checkRound(rctx, r, pl, driverID, driverRollout)
 	if err != nil {
-		return nil, fmt.Errorf("round %d (%s): a check could not run: %w", f.Round, f, err)
+		return nil, fmt.Errorf("a check could not run: %w", err)
 	}
 	res.checkStats, res.Violations = stats, violations
 	phase("check")

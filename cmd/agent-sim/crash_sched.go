@@ -82,7 +82,7 @@ func parsePoints(spec string) ([]string, error) {
 // the campaign's seed before anything runs, so a seed always gives the same
 // sequence of faults and trees.
 type fault struct {
-	Round  int           `json:"round"`
+	Round  int           `json:"round"` // from 1
 	Point  string        `json:"point"`
 	Hit    int64         `json:"hit,omitempty"`   // the armed point's hit that kills
 	Delay  time.Duration `json:"delay,omitempty"` // random faults: from the start of the tree
@@ -116,7 +116,7 @@ func schedule(seed uint64, rounds int, points []string, workers int, run string)
 			order = slices.Clone(points)
 			rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 		}
-		f := fault{Round: i, Point: order[0], Victim: rng.IntN(workers)}
+		f := fault{Round: i + 1, Point: order[0], Victim: rng.IntN(workers)}
 		order = order[1:]
 		switch {
 		case strings.Contains(f.Point, "zst"):
