@@ -35,7 +35,11 @@ type WorkerSpec struct {
 // It returns when the thread has nothing more to do for now (it waits for
 // mail, or it is done); the worker then closes the thread, releasing its
 // lease, and the coordinator offers it again when mail arrives. Handler
-// must stop when ctx ends.
+// must stop when ctx ends. A Handler that fails (an error other than
+// ErrFenced or ErrLeaseLost: a bus call that timed out, say) has its thread
+// offered again a second later, since nothing else might ever make it
+// runnable (its mail may be taken already): a Handler must be safe to run
+// again, reading what is left to do from the thread's log.
 type Handler func(ctx context.Context, th *Thread, res *Resumed) error
 
 // ErrPresumedDead: the worker's heartbeat lapsed for longer than its TTL
@@ -65,6 +69,9 @@ func (c *Client) RunWorker(ctx context.Context, spec WorkerSpec, h Handler) erro
 	host, _ := os.Hostname()
 	w := &worker{c: c, spec: spec, h: h, held: map[string]bool{},
 		info: stream.WorkerInfo{ID: spec.ID, Host: host, PID: os.Getpid(), Capacity: spec.Capacity, Started: time.Now().UTC().Format(time.RFC3339Nano)}}
+	if err := w.inherit(ctx); err != nil {
+		return fmt.Errorf("agent: worker %s: %w", spec.ID, err)
+	}
 	if err := w.beat(ctx, false); err != nil {
 		return fmt.Errorf("agent: worker %s: %w", spec.ID, err)
 	}
@@ -139,6 +146,10 @@ type worker struct {
 // a takeover or a lost lease is returned: the worker must stop.
 func (w *worker) run(ctx context.Context, o *stream.Offered) error {
 	c := w.c
+	// The heartbeat names the thread before its lease is taken: a death
+	// right after the Open must not leave a thread no heartbeat names.
+	w.hold(o.Thread, true)
+	defer w.hold(o.Thread, false)
 	th, res, err := c.Open(ctx, o.Thread, OpenOptions{Prober: w.spec.Prober, RetryProvenNotExecuted: w.spec.RetryProvenNotExecuted})
 	var held *LeaseHeldError
 	switch {
@@ -151,8 +162,6 @@ func (w *worker) run(ctx context.Context, o *stream.Offered) error {
 		return nil
 	}
 	o.Ack(ctx)
-	w.hold(o.Thread, true)
-	defer w.hold(o.Thread, false)
 	herr := w.h(ctx, th, res)
 	cerr := th.Close(context.WithoutCancel(ctx))
 	for _, err := range []error{herr, cerr} {
@@ -161,10 +170,28 @@ func (w *worker) run(ctx context.Context, o *stream.Offered) error {
 		}
 	}
 	if herr != nil && ctx.Err() == nil {
-		c.log.Warn("thread handler failed", "worker", w.spec.ID, "thread", o.Thread, "err", herr)
+		// Nothing else may ever make the thread runnable again (its mail
+		// already taken, its worker alive): offer it again, after a pause.
+		c.log.Warn("thread handler failed; offering the thread again", "worker", w.spec.ID, "thread", o.Thread, "err", herr)
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			select {
+			case <-time.After(retryOfferAfter):
+			case <-ctx.Done():
+				return
+			}
+			if _, err := c.bus.Offer(ctx, o.Thread, stream.OfferRetry); err != nil && ctx.Err() == nil {
+				c.log.Warn("offering a failed thread again failed", "worker", w.spec.ID, "thread", o.Thread, "err", err)
+			}
+		}()
 	}
 	return nil
 }
+
+// retryOfferAfter is how long a thread whose handler failed waits before
+// it is offered again.
+const retryOfferAfter = time.Second
 
 func (w *worker) hold(thread string, on bool) {
 	w.mu.Lock()
@@ -179,6 +206,23 @@ func (w *worker) hold(thread string, on bool) {
 		defer cancel()
 		w.beat(bctx, false)
 	}
+}
+
+// inherit reads the heartbeat an earlier process left under this id: if
+// it died (no clean stop), the threads it held go into this process's
+// heartbeats as Orphaned, for the supervisor to offer.
+func (w *worker) inherit(ctx context.Context) error {
+	ws, err := w.c.bus.Workers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, prev := range ws {
+		if prev.ID == w.spec.ID && !prev.Stopped && len(prev.Threads)+len(prev.Orphaned) > 0 {
+			w.info.Orphaned = append(append([]string(nil), prev.Threads...), prev.Orphaned...)
+			sort.Strings(w.info.Orphaned)
+		}
+	}
+	return nil
 }
 
 // beat writes the heartbeat with the threads held now.

@@ -22,5 +22,9 @@
 //
 // The mirror's crash campaign (mirror_crash_test.go) runs a short version
 // in `go test ./...` (skipped with -short) and a long one with
-// `make crash` (-crash.rounds, -crash.seed).
+// `make crash-mirror` (-crash.rounds, -crash.named, -crash.seed). The agent
+// crash campaign, `agent-sim crash`, runs 10 rounds in
+// TestCrashCampaignShort and 3 against an external bus in
+// TestCrashCampaignOnExternalBus (crash_campaign_test.go), and long ones
+// with `make crash` (docs/RELIABILITY.md).
 package e2e

@@ -2,6 +2,13 @@
 // coordinator, using only the public agent package: workers of simulated
 // agents, the simulated outside world they act on, and runs of whole trees
 // with their ground truth.
+//
+// Its crash command (crash_*.go) is the crash campaign: it runs the
+// coordinator, the world and workers as child processes, injects one fault
+// a round, and checks DESIGN §8's invariants against the world's ledger,
+// the workers' own --acks records and the tree's plan. Its checks read the
+// data dir and the bus with the coordinator's own readers (internal/...),
+// as an auditor would; the simulated agents stay on the public package.
 package main
 
 import (
@@ -72,6 +79,8 @@ package only.
   agent-sim world  --nats URL --ledger FILE   the simulated outside world
   agent-sim worker --nats URL [--id ID]       a worker running simulated agents
   agent-sim run    --nats URL --seed S ...    run one tree to completion
+  agent-sim crash  --seed S --rounds R        a crash campaign: kill workers and the
+                                              coordinator under live trees, check invariants
 
 A coordinator must be serving the bus (coordinator serve): it sets the bus up
 and offers runnable threads to the workers.
@@ -83,7 +92,7 @@ for a usage error.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newWorldCmd(), newWorkerCmd(), newRunCmd())
+	root.AddCommand(newWorldCmd(), newWorkerCmd(), newRunCmd(), newCrashCmd())
 	return root
 }
 

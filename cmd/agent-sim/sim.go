@@ -39,27 +39,57 @@ import (
 type simAgent struct {
 	world *worldClient
 	log   *slog.Logger
-	// crashAt is a named crash point: the worker SIGKILLs itself the first
-	// time it gets there ("" none). See crashPoints.
-	crashAt string
-	crashed atomic.Bool
+	// crashAt is a named crash point: the worker SIGKILLs itself the
+	// crashHit-th time it gets there ("" none). See crashPoints.
+	crashAt  string
+	crashHit int64
+	hits     atomic.Int64
+	// crashToken, if set, is a file the crash takes first (O_EXCL): of
+	// several workers armed with one token, only the first to get there
+	// dies.
+	crashToken string
+	// acks is the worker's own record of what it was told (--acks).
+	acks *ackLog
 }
 
-// Named crash points of a worker (agent-sim worker --crash POINT).
+// Named crash points of a worker (agent-sim worker --crash POINT[:N]).
 var crashPoints = map[string]string{
 	"before_effect":    "a keyed call is logged and flushed; the world has not been asked",
 	"after_effect":     "the world carried the effect out; its output is not logged",
 	"between_barriers": "a turn's body is flushed and its end announced; task_complete is not flushed",
 	"after_spawn":      "a child's thread_spawned is logged; the child and its task may not exist",
+	"after_send_flush": "a message's inter_agent_sent is flushed; the mail is not published",
+	"before_receipt":   "a mail message is taken from the mailbox; its inter_agent_received is not logged",
 }
 
-// maybeCrash kills the process at its crash point, once.
+// protocolPoints are the crash points inside the delivery protocol: armed
+// through internal/faults (they are reached in the agent package, not here).
+var protocolPoints = map[string]string{
+	"after_send_flush": "mail.after-sent-flush",
+	"before_receipt":   "mail.before-receipt",
+}
+
+// maybeCrash kills the process at its crash point, on its crashHit-th hit.
 func (s *simAgent) maybeCrash(point string) {
-	if s.crashAt == point && s.crashed.CompareAndSwap(false, true) {
+	if s.crashAt == point && s.hits.Add(1) == max(s.crashHit, 1) && takeToken(s.crashToken) {
 		s.log.Warn("crash point reached: SIGKILL", "point", point)
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // never returns
 	}
+}
+
+// takeToken creates the crash token file; false if another process has.
+func takeToken(path string) bool {
+	if path == "" {
+		return true
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return false
+	}
+	fmt.Fprintf(f, "%d\n", os.Getpid())
+	f.Close()
+	return true
 }
 
 const tokenThreshold = 12000
@@ -85,7 +115,10 @@ func (s *simAgent) handle(ctx context.Context, th *agent.Thread, res *agent.Resu
 	if err != nil {
 		return err
 	}
-	if _, err := th.Receive(ctx, 64, 200*time.Millisecond); err != nil {
+	s.acks.resumed(th, res)
+	mail, err := th.Receive(ctx, 64, 200*time.Millisecond)
+	s.acks.received(th.ID(), mail)
+	if err != nil {
 		return err
 	}
 	st := simState{Files: map[string]int{}}
@@ -120,7 +153,8 @@ func (s *simAgent) handle(ctx context.Context, th *agent.Thread, res *agent.Resu
 		return nil // not started yet: its task has not arrived
 	}
 	if sentKind(d, agent.KindResult, task.From) {
-		return nil // done
+		// Done; the report may have been lost to a crash after the send.
+		return s.report(ctx, th, task, st, d)
 	}
 	children := pl.children[th.ID()]
 	work := p.Turn
@@ -139,6 +173,7 @@ func (s *simAgent) handle(ctx context.Context, th *agent.Thread, res *agent.Resu
 		if err := spawn(ctx, th, c); err != nil {
 			return err
 		}
+		s.acks.acked(th)
 		s.maybeCrash("after_spawn")
 	}
 	for _, c := range children {
@@ -155,9 +190,16 @@ func (s *simAgent) handle(ctx context.Context, th *agent.Thread, res *agent.Resu
 		IdempotencyKey: "result:" + task.IdempotencyKey, InReplyTo: task.MsgID}); err != nil {
 		return err
 	}
+	s.acks.acked(th)
 	if d, err = th.Deliveries(ctx); err != nil {
 		return err
 	}
+	return s.report(ctx, th, task, st, d)
+}
+
+// report tells the world what a finished thread did (again, after a crash
+// between its result and its report: the world keeps the last).
+func (s *simAgent) report(ctx context.Context, th *agent.Thread, task *agent.Received, st simState, d *agent.Deliveries) error {
 	r := report{Thread: th.ID(), Parent: task.From, Turns: st.Turn, Records: th.LastOrdinal(), Keys: st.Keys, Sent: []reportSent{}}
 	for _, s := range d.Sent {
 		r.Sent = append(r.Sent, reportSent{MsgID: s.MsgID, Kind: s.Kind, To: s.To})
@@ -272,6 +314,7 @@ func (s *simAgent) turn(ctx context.Context, th *agent.Thread, p params, path []
 		return err
 	}
 	for _, c := range *proven {
+		s.acks.retried(th.ID(), c[1])
 		if _, err := turn.RetryCall(ctx, c[0], agent.CallSpec{}, s.effect(th.ID(), c[1])); err != nil && !errors.Is(err, agent.ErrOutcomeUnknown) {
 			return err
 		}
@@ -307,6 +350,7 @@ func (s *simAgent) turn(ctx context.Context, th *agent.Thread, p params, path []
 	if err := turn.End(ctx, func(int64) { s.maybeCrash("between_barriers") }); err != nil {
 		return err
 	}
+	s.acks.acked(th)
 	if rng.IntN(8) == 0 { // a scratch turn, then rolled back
 		scratch, err := th.BeginTurn(ctx, agent.TurnSpec{Context: settings, UserText: "try something"})
 		if err != nil {

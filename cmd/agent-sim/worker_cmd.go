@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/logbook-agents/logbook/agent"
+	"github.com/logbook-agents/logbook/internal/faults"
 )
 
 func pointList() string {
@@ -21,11 +24,31 @@ func pointList() string {
 	return strings.Join(names, ", ")
 }
 
+// parseCrashFlag reads --crash POINT[:N].
+func parseCrashFlag(v string) (string, int64, error) {
+	if v == "" {
+		return "", 0, nil
+	}
+	point, n, found := strings.Cut(v, ":")
+	hit := int64(1)
+	if found {
+		h, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || h < 1 {
+			return "", 0, fmt.Errorf("--crash %q: want POINT[:N] with N >= 1", v)
+		}
+		hit = h
+	}
+	if _, ok := crashPoints[point]; !ok {
+		return "", 0, fmt.Errorf("--crash %q: not a crash point (%s)", v, pointList())
+	}
+	return point, hit, nil
+}
+
 func newWorkerCmd() *cobra.Command {
 	var cf connFlags
 	var id string
 	var capacity int
-	var crashAt string
+	var crashAt, crashToken, acksPath string
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL [--id ID] [--capacity N]",
 		Short: "Run simulated agents: whatever threads the coordinator offers",
@@ -42,8 +65,22 @@ TTL: a zombie) stops with a fencing error and exit status 1.`,
 			if err := cf.check(); err != nil {
 				return err
 			}
-			if _, ok := crashPoints[crashAt]; crashAt != "" && !ok {
-				return usageError{fmt.Errorf("--crash %q: not a crash point (%s)", crashAt, pointList())}
+			point, hit, err := parseCrashFlag(crashAt)
+			if err != nil {
+				return usageError{err}
+			}
+			acks, err := openAckLog(acksPath)
+			if err != nil {
+				return err
+			}
+			if name, ok := protocolPoints[point]; ok {
+				faults.Arm(name, hit, func(name string) {
+					if takeToken(crashToken) {
+						fmt.Fprintf(os.Stderr, "faults: crash point %s reached: SIGKILL\n", name)
+						syscall.Kill(os.Getpid(), syscall.SIGKILL)
+						select {}
+					}
+				})
 			}
 			if id == "" {
 				host, _ := os.Hostname()
@@ -55,7 +92,7 @@ TTL: a zombie) stops with a fencing error and exit status 1.`,
 				return err
 			}
 			defer c.Close()
-			sim := &simAgent{world: &worldClient{nc: c.Conn(), timeout: 5 * time.Second}, log: log, crashAt: crashAt}
+			sim := &simAgent{world: &worldClient{nc: c.Conn(), timeout: 5 * time.Second}, log: log, crashAt: point, crashHit: hit, crashToken: crashToken, acks: acks}
 			fmt.Fprintf(cmd.OutOrStdout(), "worker %s running (capacity %d)\n", id, capacity)
 			return c.RunWorker(cmd.Context(), agent.WorkerSpec{ID: id, Capacity: capacity, Prober: sim.world, RetryProvenNotExecuted: true}, sim.handle)
 		},
@@ -63,6 +100,8 @@ TTL: a zombie) stops with a fencing error and exit status 1.`,
 	cf.register(cmd)
 	cmd.Flags().StringVar(&id, "id", "", "the worker's `ID` (default sim-<host>-<pid>)")
 	cmd.Flags().IntVar(&capacity, "capacity", 4, "threads run at once")
-	cmd.Flags().StringVar(&crashAt, "crash", "", "SIGKILL this worker the first time it reaches crash `POINT` ("+pointList()+")")
+	cmd.Flags().StringVar(&crashAt, "crash", "", "SIGKILL this worker the Nth time (default 1) it reaches crash `POINT[:N]` ("+pointList()+")")
+	cmd.Flags().StringVar(&crashToken, "crash-token", "", "with --crash: die only if `FILE` can be created (of several workers armed with one token, the first to reach the point)")
+	cmd.Flags().StringVar(&acksPath, "acks", "", "append the worker's own record of what the bus acknowledged to `FILE` (agent-sim crash reads it)")
 	return cmd
 }

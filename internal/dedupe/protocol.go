@@ -9,6 +9,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/logbook-agents/logbook/internal/faults"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
 )
@@ -34,6 +35,7 @@ func SendMail(ctx context.Context, w *stream.Writer, bus *stream.Bus, from strin
 	if err := w.Flush(ctx); err != nil {
 		return nil, fmt.Errorf("dedupe: flush send %s: %w", m.MsgID, err)
 	}
+	faults.Point("mail.after-sent-flush") // crash tests: the send is logged, the mail not published
 	if _, _, err := bus.PublishMail(ctx, from, m.ToThread, m.MsgID, payload); err != nil {
 		return payload, err
 	}
@@ -81,6 +83,7 @@ func ReceiveMail(ctx context.Context, w *stream.Writer, mb *stream.Mailbox, n in
 			bad = append(bad, fmt.Errorf("%w: msg id %q from %q", ErrBadMail, mail.MsgID, mail.From))
 			return mail.Ack(ctx)
 		}
+		faults.Point("mail.before-receipt") // crash tests: the mail is taken, its receipt not logged
 		r := rollout.InterAgentReceived{Type: rollout.EventInterAgentReceived, MsgID: s.MsgID, IdempotencyKey: s.IdempotencyKey,
 			FromThread: mail.From, Kind: s.Kind, InReplyTo: s.InReplyTo}
 		if _, err := w.Append(ctx, rollout.Record{Timestamp: stamp(), Type: rollout.TypeEventMsg, Payload: rollout.MustJSON(r)}); err != nil {

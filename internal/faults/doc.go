@@ -4,9 +4,10 @@
 // flushing, nothing).
 //
 // It is a top-level package because its points are shared by several
-// owners: the mirror (internal/stream/mirror), the index (internal/index)
-// and the crash tester of the simulator (cmd/agent-sim), which arms them in
-// the processes it starts. None of them may import the others.
+// owners: the mirror (internal/stream/mirror), the index (internal/index),
+// the delivery protocol (internal/dedupe) and the crash tester of the
+// simulator (cmd/agent-sim), which arms them in the processes it starts.
+// None of them may import the others.
 //
 // # Arming
 //
@@ -33,6 +34,8 @@
 //	mirror.unzst-after-rename a re-materialized .jsonl is in place, the .jsonl.zst not yet removed
 //	index.mid-tx              inside an index batch's SQLite transaction, before the commit
 //	revert.after-seal         a revert sealed the old rollout, THREADS not yet switched
+//	mail.after-sent-flush     a sender's inter_agent_sent is flushed, the mail not yet published
+//	mail.before-receipt       a receiver took a mail message, its inter_agent_received not yet logged
 //
 // Tests in one process can use Arm instead of the environment; its action
 // need not kill (it may panic or record the hit).

@@ -106,7 +106,7 @@ func Setup(ctx context.Context, js jetstream.JetStream, cfg SetupConfig) error {
 			return err
 		}
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, StreamWork, workConsumerConfig()); err != nil {
+	if _, err := js.CreateOrUpdateConsumer(ctx, StreamWork, workConsumerConfig(cfg.LeaseTTL)); err != nil {
 		return fmt.Errorf("stream: set up the workers' consumer on %s: %w", StreamWork, err)
 	}
 	return nil

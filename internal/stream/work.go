@@ -63,6 +63,7 @@ func workersConfig(replicas int, ttl time.Duration) jetstream.KeyValueConfig {
 const (
 	OfferMail       = "mail"        // mail waits in the thread's mailbox and nobody holds it
 	OfferWorkerDied = "worker_died" // the worker that held it stopped heartbeating
+	OfferRetry      = "retry"       // a worker's handler failed on it: run it again
 )
 
 // OfferInfo is the payload of an offer.
@@ -99,18 +100,24 @@ func (b *Bus) Offer(ctx context.Context, thread, reason string) (bool, error) {
 }
 
 // Offers is the workers' shared consumer on WORK: each offer goes to one
-// worker; one not acknowledged within its ack wait goes to another.
+// worker; one not acknowledged within its ack wait (the lease TTL) goes to
+// another. A short wait is safe: an offer is only a hint, and a worker
+// given one whose thread another is still opening finds the lease held and
+// drops it; a long one delayed the thread of a worker that died holding an
+// unacknowledged offer by that long (30 s), far past the lease TTL.
 type Offers struct{ cons jetstream.Consumer }
 
 // workConsumerConfig is the workers' one durable consumer on WORK. Setup
 // creates it, so that workers only bind to it (agents may not create or
 // change consumers on WORK).
-func workConsumerConfig() jetstream.ConsumerConfig {
+// An offer taken by a worker that dies before acknowledging it goes to
+// another worker after one lease TTL, as the thread's lease would.
+func workConsumerConfig(leaseTTL time.Duration) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       WorkConsumer,
 		FilterSubject: workPrefix + ">",
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
+		AckWait:       max(leaseTTL, time.Second),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 }
@@ -122,7 +129,7 @@ func (b *Bus) OpenOffers(ctx context.Context) (*Offers, error) {
 	err := b.retry(ctx, "work consumer", func(ctx context.Context) (err error) {
 		cons, err = b.js.Consumer(ctx, StreamWork, WorkConsumer)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			cons, err = b.js.CreateOrUpdateConsumer(ctx, StreamWork, workConsumerConfig())
+			cons, err = b.js.CreateOrUpdateConsumer(ctx, StreamWork, workConsumerConfig(b.leaseTTL))
 		}
 		return err
 	})
@@ -178,6 +185,11 @@ type WorkerInfo struct {
 	Beat     string   `json:"heartbeat"`
 	// Stopped is set by a worker's last heartbeat on a clean shutdown.
 	Stopped bool `json:"stopped,omitempty"`
+	// Orphaned are the threads an earlier process under this id held
+	// when it died (its last heartbeat was not Stopped): a process
+	// restarted under the same id overwrites that heartbeat at once, so it
+	// carries them for the supervisor to offer.
+	Orphaned []string `json:"orphaned,omitempty"`
 }
 
 // Heartbeat writes a worker's heartbeat (its key lives one TTL).

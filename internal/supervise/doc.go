@@ -16,7 +16,10 @@
 //   - the worker that held it stopped heartbeating without a clean stop
 //     (it died, perhaps mid-turn): the thread is offered once its lease has
 //     expired, whether or not mail waits, so a resume aborts the stale turn
-//     and asks about the dangling calls.
+//     and asks about the dangling calls. A worker restarted under the same
+//     id (another pid, host or start time in its heartbeat) counts as the
+//     death of the old process: the threads the old one held are offered,
+//     though the id never stopped heartbeating.
 //
 // Every Interval the supervisor reads which mailboxes hold mail (one
 // stream-info call over MAIL's subjects), the lease of each such thread,

@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -86,21 +87,29 @@ func (s *Supervisor) Sweep(ctx context.Context) error {
 	for _, w := range workers {
 		live[w.ID] = w
 	}
+	for id, now := range live {
+		if last, ok := s.seen[id]; !ok || incarnation(last) != incarnation(now) {
+			// A process new to this sweep: the threads an earlier process
+			// under its id held when it died, as it found them.
+			for _, th := range now.Orphaned {
+				s.orphans[th] = id
+			}
+		}
+	}
 	for id, last := range s.seen {
-		if _, ok := live[id]; ok {
+		if now, ok := live[id]; ok {
+			if incarnation(last) != incarnation(now) {
+				// Restarted under the same id: the old process is dead and
+				// its threads are not in the new one's heartbeat.
+				s.orphanThreads(id, last, now)
+			}
 			continue
 		}
 		if beat, err := time.Parse(time.RFC3339Nano, last.Beat); err == nil && time.Since(beat) < s.bus.WorkerTTL() {
 			live[id] = last // not listed, yet its last beat is younger than the TTL: a glitch, not a death
 			continue
 		}
-		if !last.Stopped {
-			s.stats.DeadWorkers++
-			s.o.Logger.Warn("worker stopped heartbeating; its threads will be offered to others", "worker", id, "threads", len(last.Threads))
-			for _, th := range last.Threads {
-				s.orphans[th] = id
-			}
-		}
+		s.orphanThreads(id, last, stream.WorkerInfo{})
 	}
 	s.seen = live
 
@@ -150,6 +159,29 @@ func (s *Supervisor) Sweep(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// incarnation tells one process under a worker id from the next.
+func incarnation(w stream.WorkerInfo) string {
+	return fmt.Sprintf("%s/%d/%s", w.Host, w.PID, w.Started)
+}
+
+// orphanThreads marks the threads of a worker incarnation that died
+// without a clean stop (last: its last heartbeat; now: the heartbeat of
+// the process that restarted under its id, if any) for offering.
+func (s *Supervisor) orphanThreads(id string, last, now stream.WorkerInfo) {
+	if last.Stopped {
+		return
+	}
+	s.stats.DeadWorkers++
+	if now.ID != "" {
+		s.o.Logger.Warn("worker restarted under the same id; the old process's threads will be offered", "worker", id, "threads", len(last.Threads), "old_pid", last.PID, "pid", now.PID)
+	} else {
+		s.o.Logger.Warn("worker stopped heartbeating; its threads will be offered to others", "worker", id, "threads", len(last.Threads))
+	}
+	for _, th := range last.Threads {
+		s.orphans[th] = id
+	}
 }
 
 func heldByLive(live map[string]stream.WorkerInfo, thread string) bool {
