@@ -212,15 +212,13 @@ func (w *worker) hold(thread string, on bool) {
 // it died (no clean stop), the threads it held go into this process's
 // heartbeats as Orphaned, for the supervisor to offer.
 func (w *worker) inherit(ctx context.Context) error {
-	ws, err := w.c.bus.Workers(ctx)
+	prev, ok, err := w.c.bus.Worker(ctx, w.spec.ID)
 	if err != nil {
 		return err
 	}
-	for _, prev := range ws {
-		if prev.ID == w.spec.ID && !prev.Stopped && len(prev.Threads)+len(prev.Orphaned) > 0 {
-			w.info.Orphaned = append(append([]string(nil), prev.Threads...), prev.Orphaned...)
-			sort.Strings(w.info.Orphaned)
-		}
+	if ok && !prev.Stopped && len(prev.Threads)+len(prev.Orphaned) > 0 {
+		w.info.Orphaned = append(append([]string(nil), prev.Threads...), prev.Orphaned...)
+		sort.Strings(w.info.Orphaned)
 	}
 	return nil
 }

@@ -227,22 +227,34 @@ func (b *Bus) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	}
 	out := make([]WorkerInfo, 0, len(keys))
 	for _, k := range keys {
-		var e jetstream.KeyValueEntry
-		err := b.retry(ctx, "get worker", func(ctx context.Context) (err error) { e, err = b.workers.Get(ctx, k); return err })
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			continue
-		}
+		w, ok, err := b.Worker(ctx, k)
 		if err != nil {
-			return nil, fmt.Errorf("stream: worker %s: %w", k, err)
+			return nil, err
 		}
-		var w WorkerInfo
-		if json.Unmarshal(e.Value(), &w) != nil || w.ID != k {
-			continue // not a heartbeat: ignored, it expires
+		if ok {
+			out = append(out, w)
 		}
-		out = append(out, w)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+// Worker reads one worker's heartbeat (false: none, it expired, or the key
+// holds no heartbeat of that id).
+func (b *Bus) Worker(ctx context.Context, id string) (WorkerInfo, bool, error) {
+	var e jetstream.KeyValueEntry
+	err := b.retry(ctx, "get worker", func(ctx context.Context) (err error) { e, err = b.workers.Get(ctx, id); return err })
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return WorkerInfo{}, false, nil
+	}
+	if err != nil {
+		return WorkerInfo{}, false, fmt.Errorf("stream: worker %s: %w", id, err)
+	}
+	var w WorkerInfo
+	if json.Unmarshal(e.Value(), &w) != nil || w.ID != id {
+		return WorkerInfo{}, false, nil // not a heartbeat: ignored, it expires
+	}
+	return w, true, nil
 }
 
 // WorkerTTL is how long a heartbeat lives: the lease TTL.

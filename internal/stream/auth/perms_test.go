@@ -102,6 +102,9 @@ func TestAgentDoesItsWork(t *testing.T) {
 		if err := b.Heartbeat(ctx, stream.WorkerInfo{ID: "w1", Capacity: 1}); err != nil {
 			t.Fatalf("%s: heartbeat: %v", user, err)
 		}
+		if w, ok, err := b.Worker(ctx, "w1"); err != nil || !ok || w.Capacity != 1 {
+			t.Fatalf("%s: read its own heartbeat back: %v %v %v", user, w, ok, err)
+		}
 		if _, err := r.coord.Offer(ctx, "t-"+user, "test"); err != nil {
 			t.Fatal(err)
 		}

@@ -247,6 +247,9 @@ func agentPerms(s Scope) *server.Permissions {
 		api+"STREAM.MSG.GET."+kvPfx+stream.BucketLeases,
 		api+"DIRECT.GET."+kvPfx+stream.BucketThreads+".>",
 		api+"DIRECT.GET."+kvPfx+stream.BucketLeases+".>",
+		// A worker reads the heartbeat an earlier process under its id left.
+		api+"STREAM.MSG.GET."+kvPfx+stream.BucketWorkers,
+		api+"DIRECT.GET."+kvPfx+stream.BucketWorkers+".>",
 	)
 	pub = append(pub, s.Publish...)
 	deny := append(slices.Clone(destructive),
