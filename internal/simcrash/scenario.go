@@ -76,12 +76,12 @@ type Result struct {
 	// position was not reached, the run is not a crash scenario).
 	Reached   bool     `json:"reached"`
 	Processes int      `json:"processes"`
-	Findings  int      `json:"findings"`  // probe answers recorded by resumes
-	Unknown   int      `json:"unknown"`   // calls a resume found in flight
-	Resent    int      `json:"resent"`    // mail re-sent by resumes
-	Acked     int      `json:"acked"`     // publishes acknowledged to the processes
-	Effects   int      `json:"effects"`   // side effects carried out in the world
-	Records   int64    `json:"records"`   // records of the tree's rollouts on the bus
+	Findings  int      `json:"findings"`   // probe answers recorded by resumes
+	Unknown   int      `json:"unknown"`    // calls a resume found in flight
+	Resent    int      `json:"resent"`     // mail re-sent by resumes
+	Acked     int      `json:"acked"`      // publishes acknowledged to the processes
+	Effects   int      `json:"effects"`    // side effects carried out in the world
+	Records   int64    `json:"records"`    // records of the tree's rollouts on the bus
 	Problems  []string `json:"violations"` // every invariant broken, and any failure to check
 	Elapsed   float64  `json:"elapsed_s"`
 }
