@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,6 +110,10 @@ type run struct {
 	opened   []opened
 	ackCut   string // receipt_before_ack: the thread whose ack was cut
 	inflight string // before/after_effect: the key in flight at the crash
+	// unconfirmed are the child results the crash leaves unconfirmed at
+	// each thread (by the ledger's rules), for the tree check.
+	unconfirmed map[string]int
+	lastSeq     uint64 // the last stream sequence of the tree's rollouts
 }
 
 // opened is what one Open found.
@@ -135,11 +140,13 @@ func Run(ctx context.Context, env *Env, sc Scenario, prefix string) *Result {
 	for n := 1; n <= 3 && !done; n++ {
 		p := r.process(ctx, n, n == 1 && sc.Point != "")
 		var err error
-		done, err = p.run()
+		done, err = p.exec()
 		p.stop()
 		res.Processes = n
 		if n == 1 {
-			res.Counts = p.counts
+			p.mu.Lock()
+			res.Counts = maps.Clone(p.counts)
+			p.mu.Unlock()
 			res.Reached = p.died.Load()
 		}
 		if !p.died.Load() {
@@ -149,12 +156,14 @@ func Run(ctx context.Context, env *Env, sc Scenario, prefix string) *Result {
 			}
 			break
 		}
+		stopT := timed("expire")
 		for _, id := range plan.Order { // time passes: the dead process's leases and mailboxes expire
 			if err := env.expire(ctx, id, p.name); err != nil {
 				res.fail("recovery: %v", err)
 				return res
 			}
 		}
+		stopT()
 	}
 	if !done {
 		res.fail("the tree did not complete after %d processes", res.Processes)
@@ -163,6 +172,7 @@ func Run(ctx context.Context, env *Env, sc Scenario, prefix string) *Result {
 	if sc.Point != "" && !res.Reached {
 		return res // not a crash scenario: its position does not exist for this seed
 	}
+	defer timed("check")()
 	r.check(ctx)
 	return res
 }
@@ -183,6 +193,7 @@ type process struct {
 	counts map[string]int
 	frames map[string]bool // msg ids of publishes counted already
 	died   atomicBool
+	gone   chan struct{} // closed when the process dies
 
 	threads map[string]*threadRun
 	visited map[string]bool
@@ -199,7 +210,7 @@ func (b *atomicBool) Load() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.v 
 
 // process starts process n (its proxy and client).
 func (r *run) process(ctx context.Context, n int, armed bool) *process {
-	p := &process{r: r, n: n, name: fmt.Sprintf("%s-p%d", r.plan.Prefix, n), armed: armed, counts: map[string]int{}, frames: map[string]bool{},
+	p := &process{r: r, n: n, name: fmt.Sprintf("%s-p%d", r.plan.Prefix, n), armed: armed, counts: map[string]int{}, frames: map[string]bool{}, gone: make(chan struct{}),
 		threads: map[string]*threadRun{}, visited: map[string]bool{}, known: map[string]bool{}}
 	p.ctx, p.cancel = context.WithCancel(ctx)
 	return p
@@ -279,8 +290,12 @@ func (p *process) point(name string) bool {
 // died0 is the proxy's cut: the process is dead from that instant.
 func (p *process) died0() {
 	p.died.mu.Lock()
+	was := p.died.v
 	p.died.v = true
 	p.died.mu.Unlock()
+	if !was {
+		close(p.gone)
+	}
 	p.cancel()
 }
 
@@ -321,24 +336,46 @@ func (r *run) setInflight(key string) {
 	r.mu.Unlock()
 }
 
-// stop ends the process: a live one closes its threads; a dead one's
-// objects are dropped (closed on the dead connection, so that their
-// goroutines end; nothing reaches the bus).
-func (p *process) stop() {
-	dead := p.died.Load()
-	ctx := context.WithoutCancel(p.ctx)
-	if dead {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		cancel()
-		if p.client != nil {
-			p.client.Close()
-		}
+// exec runs the process's program until it ends or the process dies. A
+// dead process's program is not waited for: like a killed process's
+// threads it is simply gone (its goroutine ends on its own, on a closed
+// connection, touching nothing shared).
+func (p *process) exec() (bool, error) {
+	type result struct {
+		done bool
+		err  error
 	}
-	for _, t := range p.threads {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		t.th.Close(cctx)
-		cancel()
+	out := make(chan result, 1)
+	go func() {
+		done, err := p.run()
+		if p.died.Load() { // drop the dead process's objects: their goroutines end
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			for _, t := range p.threads {
+				t.th.Close(ctx)
+			}
+		}
+		out <- result{done, err}
+	}()
+	select {
+	case r := <-out:
+		return r.done, r.err
+	case <-p.gone:
+		p.client.Close() // SIGKILL closes its sockets: every call waiting fails
+		return false, errDied
+	}
+}
+
+// stop ends the process: a live one closes its threads and releases their
+// leases; a dead one's connection is closed (by exec).
+func (p *process) stop() {
+	if !p.died.Load() {
+		ctx := context.WithoutCancel(p.ctx)
+		for _, t := range p.threads {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			t.th.Close(cctx)
+			cancel()
+		}
 	}
 	if p.client != nil {
 		p.client.Close()
@@ -374,7 +411,9 @@ func (p *process) run() (bool, error) {
 				return false, errDied
 			}
 			if !p.known[id] {
+				stopT := timed("exists")
 				ok, err := p.r.env.exists(p.ctx, id)
+				stopT()
 				if err != nil {
 					return false, p.failed(err)
 				}
@@ -386,7 +425,10 @@ func (p *process) run() (bool, error) {
 			mail := 0
 			if p.known[id] {
 				var err error
-				if mail, err = p.r.env.pending(p.ctx, id); err != nil {
+				stopT := timed("pending")
+				mail, err = p.r.env.pending(p.ctx, id)
+				stopT()
+				if err != nil {
 					return false, p.failed(err)
 				}
 			}
@@ -423,17 +465,24 @@ func (p *process) handle(id string, mail int) error {
 	r := p.threads[id]
 	if r == nil {
 		var err error
-		if r, err = p.open(id); err != nil {
+		stopT := timed("open")
+		r, err = p.open(id)
+		stopT()
+		if err != nil {
 			return err
 		}
 	}
-	if err := r.receive(p.ctx, mail); err != nil {
+	stopT := timed("receive")
+	err := r.receive(p.ctx, mail)
+	stopT()
+	if err != nil {
 		return err
 	}
+	defer timed("step")()
 	if id == p.r.plan.D {
 		return p.drive(r)
 	}
-	_, err := r.step(p.ctx, p, p.client)
+	_, err = r.step(p.ctx, p, p.client)
 	return err
 }
 
