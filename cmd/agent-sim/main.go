@@ -83,7 +83,7 @@ for a usage error.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newWorldCmd(), newWorkerCmd(), newRunCmd())
+	root.AddCommand(newWorldCmd(), newWorkerCmd(), newRunCmd(), newEnumerateCmd())
 	return root
 }
 

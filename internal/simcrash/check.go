@@ -241,7 +241,7 @@ func short(id string) string {
 // 4. the tree.
 func (r *run) checkTree(from string, t *tree.Tree) {
 	for _, p := range t.Problems {
-		r.res.fail("tree from the %s: %s", from, p)
+		r.res.fail("tree from the %s: %s: %s", from, p.Kind, p.Detail)
 	}
 	if len(t.Orphans) > 0 {
 		r.res.fail("tree from the %s: orphans %v", from, t.Orphans)
