@@ -3,6 +3,8 @@ package simcrash
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -23,6 +25,14 @@ type Options struct {
 	// KeepResults keeps every result in the report (default: the failed
 	// ones only).
 	KeepResults bool
+	// MirrorSeeds is how many of the seeds (the first ones) the mirror's
+	// points are walked for (0: all). Each mirror scenario has a bus of
+	// its own, and a tree's run offers as many mirror positions as it
+	// publishes messages.
+	MirrorSeeds int
+	// Scratch is where the scenarios with an env of their own put it
+	// (default a directory in env's data dir).
+	Scratch string
 }
 
 // Cell is one row of the table: a tree and a point.
@@ -114,6 +124,18 @@ func Enumerate(ctx context.Context, env *Env, opt Options) (*Report, error) {
 			rep.Cells = append(rep.Cells, c)
 		}
 	}
+	if opt.Scratch == "" {
+		opt.Scratch = filepath.Join(env.Dir, "own")
+	}
+	if err := os.MkdirAll(opt.Scratch, 0o700); err != nil {
+		return nil, fmt.Errorf("simcrash: scratch dir: %w", err)
+	}
+	mirrorSeeds := map[uint64]bool{}
+	for i, s := range opt.Seeds {
+		if opt.MirrorSeeds <= 0 || i < opt.MirrorSeeds {
+			mirrorSeeds[s] = true
+		}
+	}
 	pre := newPrefixes()
 	var mu sync.Mutex
 	done := 0
@@ -167,10 +189,18 @@ func Enumerate(ctx context.Context, env *Env, opt Options) (*Report, error) {
 				if !ok {
 					return
 				}
-				r := Run(ctx, env, sc, pre.next())
+				var r *Result
+				if sc.Point == "" || mirrorPoint(sc.Point) {
+					r = RunOwn(ctx, opt.Scratch, sc, pre.next())
+				} else {
+					r = Run(ctx, env, sc, pre.next())
+				}
 				record(r)
 				if sc.Point == "" && !r.Failed() {
 					for _, p := range opt.Points {
+						if mirrorPoint(p) && !mirrorSeeds[sc.Seed] {
+							continue
+						}
 						mu.Lock()
 						c := cells[[2]string{sc.Tree, p}]
 						c.Positions = max(c.Positions, r.Counts[p])
@@ -241,6 +271,9 @@ func RunOne(ctx context.Context, env *Env, id string) (*Result, error) {
 	sc, err := ParseID(id)
 	if err != nil {
 		return nil, err
+	}
+	if sc.Point == "" || mirrorPoint(sc.Point) {
+		return RunOwn(ctx, filepath.Dir(env.Dir), sc, newPrefixes().next()), nil
 	}
 	return Run(ctx, env, sc, newPrefixes().next()), nil
 }

@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -36,6 +38,11 @@ type Env struct {
 	addr   string // host:port of the server
 	log    *slog.Logger
 
+	// restarts are the mirror restarts under way after a crash of it;
+	// restartErr is why one failed.
+	restarts   sync.WaitGroup
+	restartErr error
+
 	mu     sync.Mutex
 	m      *mirror.Mirror
 	ix     *index.Index
@@ -48,6 +55,9 @@ type EnvOptions struct {
 	Dir      string        // data dir (the server's store is Dir/nats); required
 	LeaseTTL time.Duration // default 20 s: no live lease expires under load
 	Logger   *slog.Logger  // nil: discard
+	// FS is the mirror's file system (nil: the OS's). A scenario with a
+	// mirror crash point gives a crashFS.
+	FS mirror.FS
 }
 
 // NewEnv starts the bus, the mirror and the index.
@@ -92,7 +102,7 @@ func NewEnv(ctx context.Context, o EnvOptions) (*Env, error) {
 		e.Close()
 		return nil, err
 	}
-	if err := e.StartMirror(ctx, nil); err != nil {
+	if err := e.StartMirror(ctx, o.FS); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -130,6 +140,35 @@ func (e *Env) StartMirror(ctx context.Context, fs mirror.FS) error {
 	e.m, e.ix, e.cancel, e.done = m, ix, cancel, done
 	e.mu.Unlock()
 	return nil
+}
+
+// restartMirror is the coordinator coming back after its mirror died: the
+// dead mirror's Run is stopped (nothing it does reaches the disk), then a
+// mirror and an index are opened on the data dir again, as serve does at
+// start-up (repairs first), on the OS's file system.
+func (e *Env) restartMirror(ctx context.Context) {
+	defer e.restarts.Done()
+	err := e.StopMirror()
+	var pe *os.PathError
+	if errors.As(err, &pe) && errors.Is(err, syscall.EIO) {
+		err = nil // the dead mirror's own last words
+	}
+	if err == nil {
+		err = e.StartMirror(ctx, nil)
+	}
+	if err != nil {
+		e.mu.Lock()
+		e.restartErr = err
+		e.mu.Unlock()
+	}
+}
+
+// settled waits for mirror restarts and says whether one failed.
+func (e *Env) settled() error {
+	e.restarts.Wait()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.restartErr
 }
 
 // StopMirror stops the mirror and closes it and the index.

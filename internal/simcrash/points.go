@@ -40,10 +40,11 @@ const (
 	PointRevertAfterSeal = "revert_after_seal"
 )
 
-// Points lists every agent-side point, in table order.
+// Points lists every point, in table order: the agent processes', then
+// the coordinator's mirror's.
 var Points = []string{PointBeforeEffect, PointAfterEffect, PointSentBeforePublish, PointTakenBeforeReceipt,
 	PointReceiptBeforeAck, PointBetweenBarriers, PointSpawnedBeforeChild, PointCreatedBeforeRecorded,
-	PointAfterSpawn, PointRevertAfterSeal}
+	PointAfterSpawn, PointRevertAfterSeal, PointMirrorAfterAck, PointMirrorTornWrite}
 
 // PointInfo says what each point is.
 var PointInfo = map[string]string{
@@ -57,6 +58,8 @@ var PointInfo = map[string]string{
 	PointCreatedBeforeRecorded: "a thread's session_meta is on the bus; its THREADS entry is not written",
 	PointAfterSpawn:            "a child is created and its task sent; the parent logged nothing since",
 	PointRevertAfterSeal:       "a revert sealed the old rollout; THREADS is not switched",
+	PointMirrorAfterAck:        "the coordinator's mirror received an acknowledged message; it dies before writing it",
+	PointMirrorTornWrite:       "the coordinator's mirror dies half way through appending a message",
 }
 
 // framePoint is the crash point a publish is the next step after, "" none:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -125,8 +126,59 @@ type opened struct {
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // Run runs a scenario to the end and checks it. prefix makes its ids
-// unique on the bus.
+// unique on the bus. A mirror crash point needs the bus to itself: see
+// RunOwn.
 func Run(ctx context.Context, env *Env, sc Scenario, prefix string) *Result {
+	if mirrorPoint(sc.Point) {
+		res := &Result{Scenario: sc}
+		res.fail("crash point %s needs an env of its own (RunOwn)", sc.Point)
+		return res
+	}
+	return run1(ctx, env, sc, prefix, nil)
+}
+
+// RunOwn runs a scenario on an env of its own, in a new directory under
+// base (removed after): the bus holds this scenario's rollouts only, so
+// the mirror's nth append is the same record in every run. Clean runs
+// count the mirror's appends this way (the positions of the mirror's
+// points); a mirror point's scenario kills the mirror there and restarts
+// it, while the agents go on.
+func RunOwn(ctx context.Context, base string, sc Scenario, prefix string) *Result {
+	start := time.Now()
+	res := &Result{Scenario: sc}
+	dir, err := os.MkdirTemp(base, prefix+"-")
+	if err != nil {
+		res.fail("scenario env: %v", err)
+		return res
+	}
+	defer os.RemoveAll(dir)
+	fs := &crashFS{}
+	if mirrorPoint(sc.Point) {
+		fs.at, fs.torn = sc.At, sc.Point == PointMirrorTornWrite
+	}
+	env, err := NewEnv(ctx, EnvOptions{Dir: dir, FS: fs, Logger: ownLog})
+	if err != nil {
+		res.fail("scenario env: %v", err)
+		return res
+	}
+	defer env.Close()
+	fs.died = func() {
+		env.restarts.Add(1)
+		go env.restartMirror(ctx)
+	}
+	res = run1(ctx, env, sc, prefix, fs)
+	if sc.Point == "" {
+		if res.Counts == nil {
+			res.Counts = map[string]int{}
+		}
+		res.Counts[PointMirrorAfterAck] = fs.Appends()
+		res.Counts[PointMirrorTornWrite] = fs.Appends()
+	}
+	res.Elapsed = time.Since(start).Seconds()
+	return res
+}
+
+func run1(ctx context.Context, env *Env, sc Scenario, prefix string, fs *crashFS) *Result {
 	start := time.Now()
 	res := &Result{Scenario: sc}
 	defer func() { res.Elapsed = time.Since(start).Seconds() }()
@@ -167,6 +219,13 @@ func Run(ctx context.Context, env *Env, sc Scenario, prefix string) *Result {
 	}
 	if !done {
 		res.fail("the tree did not complete after %d processes", res.Processes)
+		return res
+	}
+	if mirrorPoint(sc.Point) {
+		res.Reached = fs.gone()
+	}
+	if err := env.settled(); err != nil {
+		res.fail("the mirror did not come back after its crash: %v", err)
 		return res
 	}
 	if sc.Point != "" && !res.Reached {
@@ -525,3 +584,5 @@ func (p *process) release(id string) error {
 	delete(p.threads, id)
 	return r.th.Close(p.ctx)
 }
+
+var ownLog = quiet

@@ -132,3 +132,30 @@ func TestShardProbe(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d shards: %d scenarios in %.1fs: %.1f/s", shards, total, time.Since(start).Seconds(), float64(total)/time.Since(start).Seconds())
 }
+
+func TestEnvCost(t *testing.T) {
+	if !timingOn {
+		t.Skip()
+	}
+	for range 3 {
+		start := time.Now()
+		e, err := NewEnv(context.Background(), EnvOptions{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		up := time.Since(start)
+		e.Close()
+		t.Logf("env up %v, down %v", up, time.Since(start)-up)
+	}
+}
+
+func TestDebugMirror(t *testing.T) {
+	id := os.Getenv("SIMCRASH_MIRROR")
+	if id == "" {
+		t.Skip()
+	}
+	ownLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	sc, _ := ParseID(id)
+	res := RunOwn(context.Background(), t.TempDir(), sc, "dbg")
+	t.Logf("%+v", res)
+}
