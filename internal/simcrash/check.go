@@ -52,9 +52,7 @@ func (r *run) check(ctx context.Context) {
 		res.fail("reading the tree's rollouts: %v", err)
 		return
 	}
-	stopT := timed("bus-corpus")
 	busCorpus, lines, err := r.busCorpus(ctx, rollouts)
-	stopT()
 	if err != nil {
 		res.fail("reading the bus: %v", err)
 		return
@@ -412,9 +410,7 @@ func (r *run) checkMirror(ctx context.Context, rollouts []string, lines map[stri
 			r.res.fail("rollout %s: index %d, mirror %d, bus %d records: not index <= mirror <= bus", id, indexed, len(mirrored), onBus)
 		}
 	}
-	stopT := timed("mirror-wait")
 	deadline := time.Now().Add(30 * time.Second)
-	defer func() { stopT() }()
 	for m.Watermark() < last {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			r.res.fail("the mirror did not reach stream sequence %d within 30s (watermark %d)", last, m.Watermark())

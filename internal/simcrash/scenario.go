@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/logbook-agents/logbook/agent"
@@ -156,7 +157,7 @@ func RunOwn(ctx context.Context, base string, sc Scenario, prefix string) *Resul
 	if mirrorPoint(sc.Point) {
 		fs.at, fs.torn = sc.At, sc.Point == PointMirrorTornWrite
 	}
-	env, err := NewEnv(ctx, EnvOptions{Dir: dir, FS: fs, Logger: ownLog})
+	env, err := NewEnv(ctx, EnvOptions{Dir: dir, FS: fs})
 	if err != nil {
 		res.fail("scenario env: %v", err)
 		return res
@@ -208,14 +209,12 @@ func run1(ctx context.Context, env *Env, sc Scenario, prefix string, fs *crashFS
 			}
 			break
 		}
-		stopT := timed("expire")
 		for _, id := range plan.Order { // time passes: the dead process's leases and mailboxes expire
 			if err := env.expire(ctx, id, p.name); err != nil {
 				res.fail("recovery: %v", err)
 				return res
 			}
 		}
-		stopT()
 	}
 	if !done {
 		res.fail("the tree did not complete after %d processes", res.Processes)
@@ -228,13 +227,21 @@ func run1(ctx context.Context, env *Env, sc Scenario, prefix string, fs *crashFS
 		res.fail("the mirror did not come back after its crash: %v", err)
 		return res
 	}
+	if beforeCheck != nil {
+		beforeCheck(r)
+	}
 	if sc.Point != "" && !res.Reached {
 		return res // not a crash scenario: its position does not exist for this seed
 	}
-	defer timed("check")()
 	r.check(ctx)
 	return res
 }
+
+// Test hooks: mutants that must make the checks fail. Nil in production.
+var (
+	lyingProbe  atomic.Bool // the world's probe answers "not executed" for every call
+	beforeCheck func(*run)  // runs just before the checks
+)
 
 // process is one agent process: one client, its threads, its crash plan.
 type process struct {
@@ -470,9 +477,7 @@ func (p *process) run() (bool, error) {
 				return false, errDied
 			}
 			if !p.known[id] {
-				stopT := timed("exists")
 				ok, err := p.r.env.exists(p.ctx, id)
-				stopT()
 				if err != nil {
 					return false, p.failed(err)
 				}
@@ -484,10 +489,7 @@ func (p *process) run() (bool, error) {
 			mail := 0
 			if p.known[id] {
 				var err error
-				stopT := timed("pending")
-				mail, err = p.r.env.pending(p.ctx, id)
-				stopT()
-				if err != nil {
+				if mail, err = p.r.env.pending(p.ctx, id); err != nil {
 					return false, p.failed(err)
 				}
 			}
@@ -524,24 +526,17 @@ func (p *process) handle(id string, mail int) error {
 	r := p.threads[id]
 	if r == nil {
 		var err error
-		stopT := timed("open")
-		r, err = p.open(id)
-		stopT()
-		if err != nil {
+		if r, err = p.open(id); err != nil {
 			return err
 		}
 	}
-	stopT := timed("receive")
-	err := r.receive(p.ctx, mail)
-	stopT()
-	if err != nil {
+	if err := r.receive(p.ctx, mail); err != nil {
 		return err
 	}
-	defer timed("step")()
 	if id == p.r.plan.D {
 		return p.drive(r)
 	}
-	_, err = r.step(p.ctx, p, p.client)
+	_, err := r.step(p.ctx, p, p.client)
 	return err
 }
 
@@ -584,5 +579,3 @@ func (p *process) release(id string) error {
 	delete(p.threads, id)
 	return r.th.Close(p.ctx)
 }
-
-var ownLog = quiet

@@ -80,7 +80,7 @@ func (p prober) Probe(_ context.Context, q agent.Question) (agent.Answer, error)
 	if q.IdempotencyKey == "" || q.CallID == "" {
 		return agent.Answer{}, fmt.Errorf("%w: the world knows calls by idempotency key", agent.ErrNotAsked)
 	}
-	if p.w.executed(q.IdempotencyKey) {
+	if p.w.executed(q.IdempotencyKey) && !lyingProbe.Load() {
 		return agent.Answer{Outcome: agent.Executed, By: "probe:world", Evidence: "the world's ledger records " + q.IdempotencyKey}, nil
 	}
 	return agent.Answer{Outcome: agent.NotExecuted, By: "probe:world", Evidence: "the world's ledger has no " + q.IdempotencyKey}, nil
