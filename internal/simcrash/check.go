@@ -66,6 +66,7 @@ func (r *run) check(ctx context.Context) {
 	r.checkTree("bus", bt)
 	r.checkReplay(bt, busCorpus)
 	r.checkAcked(lines)
+	r.checkAckedMail(bt)
 	mirrorCorpus, ok := r.checkMirror(ctx, rollouts, lines)
 	if ok {
 		mt := tree.Build(mirrorCorpus, tree.Options{})
@@ -375,6 +376,25 @@ func (r *run) checkAcked(lines map[string][][]byte) {
 			case !bytes.Equal(have[ord-1], l):
 				r.res.fail("rollout %s: ordinal %d was acknowledged (seq %d) with other bytes than the bus's valid tail holds", id, ord, a.Seq)
 			}
+		}
+	}
+}
+
+// checkAckedMail: every mail publish acknowledged to a process was
+// received.
+func (r *run) checkAckedMail(t *tree.Tree) {
+	received := map[string]bool{}
+	for _, d := range t.Deliveries {
+		if d.Receipts > 0 {
+			received[d.MsgID] = true
+		}
+	}
+	for _, a := range r.acked {
+		if a.Stream != stream.StreamMail {
+			continue
+		}
+		if id := a.HeaderValue("Nats-Msg-Id"); !received[id] {
+			r.res.fail("mail %s to %s was acknowledged as stored and never received", id, short(strings.TrimPrefix(a.Subject, "mail.")))
 		}
 	}
 }
