@@ -111,7 +111,7 @@ func runEnumerate(ctx context.Context, o enumOptions, stdout io.Writer) error {
 	if o.Procs > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.Procs))
 	}
-	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	defer debug.SetGCPercent(debug.SetGCPercent(200))
 	dir, err := enumDir(o.Dir)
 	if err != nil {
 		return err

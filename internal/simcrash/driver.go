@@ -90,10 +90,14 @@ func turnID(src *ops.Source, n int) (string, error) {
 // fork forks the fork tree's source after its turn, unless the fork exists.
 func (p *process) fork() error {
 	plan := p.r.plan
-	if _, err := p.ops.Threads().Get(p.ctx, plan.Fork); err == nil {
+	bus, err := p.opsBus()
+	if err != nil {
+		return err
+	}
+	if _, err := bus.Threads().Get(p.ctx, plan.Fork); err == nil {
 		return nil
 	}
-	src, err := ops.Load(p.ctx, p.ops, plan.ForkOf)
+	src, err := ops.Load(p.ctx, bus, plan.ForkOf)
 	if err != nil {
 		return err
 	}
@@ -101,7 +105,7 @@ func (p *process) fork() error {
 	if err != nil {
 		return err
 	}
-	_, err = ops.Fork(p.ctx, p.ops, src, ops.ForkOptions{AfterTurn: after, Mode: plan.ForkMode, Thread: plan.Fork, Holder: p.name})
+	_, err = ops.Fork(p.ctx, bus, src, ops.ForkOptions{AfterTurn: after, Mode: plan.ForkMode, Thread: plan.Fork, Holder: p.name})
 	return err
 }
 
@@ -109,7 +113,11 @@ func (p *process) fork() error {
 // done: its current rollout is then a successor with a history_base.
 func (p *process) revert() error {
 	plan := p.r.plan
-	src, err := ops.Load(p.ctx, p.ops, plan.RevertOf)
+	bus, err := p.opsBus()
+	if err != nil {
+		return err
+	}
+	src, err := ops.Load(p.ctx, bus, plan.RevertOf)
 	if err != nil {
 		return err
 	}
@@ -123,7 +131,7 @@ func (p *process) revert() error {
 	if err := p.release(plan.RevertOf); err != nil {
 		return err
 	}
-	_, err = ops.Revert(p.ctx, p.ops, plan.RevertOf, before)
+	_, err = ops.Revert(p.ctx, bus, plan.RevertOf, before)
 	if errors.Is(err, ops.ErrBadPosition) {
 		return fmt.Errorf("revert %s before turn %s: %w", plan.RevertOf, before, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -211,15 +212,19 @@ func (e *Env) Close() error {
 	return err
 }
 
-// pending is the supervisor's view of a thread: how many messages wait in
-// its mailbox on MAIL.
-func (e *Env) pending(ctx context.Context, thread string) (int, error) {
-	subj := stream.MailSubject(thread)
-	info, err := e.bus.StreamInfo(ctx, stream.StreamMail, jetstream.WithSubjectFilter(subj))
+// mail is the supervisor's view of the mailboxes: how many messages wait
+// on MAIL for each thread (one stream-info call over MAIL's subjects, as
+// the supervisor makes it; MAIL holds only what is not yet received).
+func (e *Env) mail(ctx context.Context) (map[string]int, error) {
+	info, err := e.bus.StreamInfo(ctx, stream.StreamMail, jetstream.WithSubjectFilter(stream.MailSubject(">")))
 	if err != nil {
-		return 0, fmt.Errorf("simcrash: MAIL of %s: %w", thread, err)
+		return nil, fmt.Errorf("simcrash: MAIL: %w", err)
 	}
-	return int(info.State.Subjects[subj]), nil
+	out := make(map[string]int, len(info.State.Subjects))
+	for subj, n := range info.State.Subjects {
+		out[strings.TrimPrefix(subj, stream.MailSubject(""))] = int(n)
+	}
+	return out, nil
 }
 
 // exists reports whether THREADS knows the thread.

@@ -190,8 +190,9 @@ func run1(ctx context.Context, env *Env, sc Scenario, prefix string, fs *crashFS
 	}
 	r := &run{env: env, plan: plan, world: NewWorld(), sc: sc, res: res}
 	done := false
+	var wake map[string]bool // what a dead process held: the supervisor offers it again
 	for n := 1; n <= 3 && !done; n++ {
-		p := r.process(ctx, n, n == 1 && sc.Point != "")
+		p := r.process(ctx, n, n == 1 && sc.Point != "" && !mirrorPoint(sc.Point), wake)
 		var err error
 		done, err = p.exec()
 		p.stop()
@@ -209,6 +210,9 @@ func run1(ctx context.Context, env *Env, sc Scenario, prefix string, fs *crashFS
 			}
 			break
 		}
+		p.mu.Lock()
+		wake = maps.Clone(p.held)
+		p.mu.Unlock()
 		for _, id := range plan.Order { // time passes: the dead process's leases and mailboxes expire
 			if err := env.expire(ctx, id, p.name); err != nil {
 				res.fail("recovery: %v", err)
@@ -262,6 +266,7 @@ type process struct {
 	gone   chan struct{} // closed when the process dies
 
 	threads map[string]*threadRun
+	held    map[string]bool // threads open (their lease held), under mu
 	visited map[string]bool
 	known   map[string]bool
 	opens   int
@@ -274,10 +279,17 @@ type atomicBool struct {
 
 func (b *atomicBool) Load() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.v }
 
-// process starts process n (its proxy and client).
-func (r *run) process(ctx context.Context, n int, armed bool) *process {
+// process makes process n. Its first round visits D and the threads in
+// wake (those a dead process held, wake nil: all); the others only when
+// mail waits for them, as the supervisor offers threads.
+func (r *run) process(ctx context.Context, n int, armed bool, wake map[string]bool) *process {
 	p := &process{r: r, n: n, name: fmt.Sprintf("%s-p%d", r.plan.Prefix, n), armed: armed, counts: map[string]int{}, frames: map[string]bool{}, gone: make(chan struct{}),
-		threads: map[string]*threadRun{}, visited: map[string]bool{}, known: map[string]bool{}}
+		threads: map[string]*threadRun{}, held: map[string]bool{}, visited: map[string]bool{}, known: map[string]bool{}}
+	if wake != nil {
+		for _, id := range r.plan.Order {
+			p.visited[id] = id != r.plan.D && !wake[id]
+		}
+	}
 	p.ctx, p.cancel = context.WithCancel(ctx)
 	return p
 }
@@ -292,11 +304,20 @@ func (p *process) start() error {
 	cctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
 	defer cancel()
 	p.client, err = agent.Connect(cctx, p.proxy.URL(), agent.Options{Name: p.name, Logger: quiet})
-	if err != nil {
-		return err
-	}
-	p.ops, err = stream.Open(cctx, p.client.Conn(), stream.Options{Logger: quiet})
 	return err
+}
+
+// opsBus is the operator's bus on the process's connection (opened when
+// the operator first acts).
+func (p *process) opsBus() (*stream.Bus, error) {
+	if p.ops == nil {
+		b, err := stream.Open(p.ctx, p.client.Conn(), stream.Options{Logger: quiet})
+		if err != nil {
+			return nil, err
+		}
+		p.ops = b
+	}
+	return p.ops, nil
 }
 
 // hit counts a point; true when the process dies there.
@@ -472,6 +493,10 @@ func (p *process) run() (bool, error) {
 	plan := p.r.plan
 	for round := 0; round < 100; round++ {
 		progress := false
+		waiting, err := p.r.env.mail(p.ctx)
+		if err != nil {
+			return false, p.failed(err)
+		}
 		for _, id := range plan.Order {
 			if p.died.Load() {
 				return false, errDied
@@ -488,10 +513,7 @@ func (p *process) run() (bool, error) {
 			}
 			mail := 0
 			if p.known[id] {
-				var err error
-				if mail, err = p.r.env.pending(p.ctx, id); err != nil {
-					return false, p.failed(err)
-				}
+				mail = waiting[id]
 			}
 			if p.visited[id] && mail == 0 {
 				continue
@@ -536,7 +558,10 @@ func (p *process) handle(id string, mail int) error {
 	if id == p.r.plan.D {
 		return p.drive(r)
 	}
-	_, err := r.step(p.ctx, p, p.client)
+	st, err := r.step(p.ctx, p, p.client)
+	if err == nil && st == finished { // nothing more to do: a worker closes it
+		err = p.release(id)
+	}
 	return err
 }
 
@@ -551,18 +576,15 @@ func (p *process) open(id string) (*threadRun, error) {
 		}
 		r.th = th
 		p.known[id] = true
-		if err := r.load(p.ctx, nil); err != nil {
-			return nil, err
-		}
-		p.threads[id] = r
-		return r, nil
+		p.hold(id, r)
+		return r, r.load(p.ctx, nil)
 	}
 	th, res, err := p.client.Open(p.ctx, id, agent.OpenOptions{Prober: prober{w: p.r.world, alive: func() bool { return !p.died.Load() }}, RetryProvenNotExecuted: true})
 	if err != nil {
 		return nil, err
 	}
 	r.th = th
-	p.threads[id] = r
+	p.hold(id, r)
 	p.r.mu.Lock()
 	p.r.opened = append(p.r.opened, opened{thread: id, res: res})
 	p.r.mu.Unlock()
@@ -576,6 +598,16 @@ func (p *process) release(id string) error {
 	if r == nil {
 		return nil
 	}
+	p.mu.Lock()
 	delete(p.threads, id)
+	delete(p.held, id)
+	p.mu.Unlock()
 	return r.th.Close(p.ctx)
+}
+
+func (p *process) hold(id string, r *threadRun) {
+	p.mu.Lock()
+	p.threads[id] = r
+	p.held[id] = true
+	p.mu.Unlock()
 }
