@@ -25,6 +25,9 @@ import (
 type enumOptions struct {
 	Seeds    int    // seeds SeedFrom .. SeedFrom+Seeds-1
 	SeedFrom uint64 // first seed
+	// MirrorSeeds: the mirror's points are walked for the first this many
+	// seeds (0: all). Each offers one position per message published.
+	MirrorSeeds int
 	Trees    []string
 	Points   []string
 	Parallel int    // scenarios at once
@@ -37,6 +40,7 @@ type enumOptions struct {
 func registerEnumFlags(fl *pflag.FlagSet, o *enumOptions) {
 	fl.IntVar(&o.Seeds, "seeds", 1, "how many seeds each tree is scripted with")
 	fl.Uint64Var(&o.SeedFrom, "seed-from", 1, "the first seed")
+	fl.IntVar(&o.MirrorSeeds, "mirror-seeds", 0, "walk the mirror's crash points for the first N seeds only (0: all)")
 	fl.StringSliceVar(&o.Trees, "trees", nil, "trees to walk (default all: "+strings.Join(simcrash.Trees, ",")+")")
 	fl.StringSliceVar(&o.Points, "points", nil, "crash points to walk (default all: "+strings.Join(simcrash.Points, ",")+")")
 	fl.IntVar(&o.Parallel, "parallel", 16, "scenarios run at once")
@@ -47,8 +51,8 @@ func registerEnumFlags(fl *pflag.FlagSet, o *enumOptions) {
 }
 
 func (o *enumOptions) check() error {
-	if o.Seeds < 1 || o.Parallel < 1 || o.Procs < 1 {
-		return usageError{errors.New("--seeds, --parallel and --procs must be at least 1")}
+	if o.Seeds < 1 || o.Parallel < 1 || o.Procs < 1 || o.MirrorSeeds < 0 {
+		return usageError{errors.New("--seeds, --parallel and --procs must be at least 1, --mirror-seeds at least 0")}
 	}
 	for _, t := range o.Trees {
 		if !slices.Contains(simcrash.Trees, t) {
@@ -129,7 +133,7 @@ func runEnumerate(ctx context.Context, o enumOptions, stdout io.Writer) error {
 		}
 		return printOne(stdout, res, o.JSON)
 	}
-	opt := simcrash.Options{Trees: o.Trees, Points: o.Points, Parallel: o.Parallel}
+	opt := simcrash.Options{Trees: o.Trees, Points: o.Points, Parallel: o.Parallel, MirrorSeeds: o.MirrorSeeds}
 	for i := range o.Seeds {
 		opt.Seeds = append(opt.Seeds, o.SeedFrom+uint64(i))
 	}
@@ -195,8 +199,8 @@ func printReport(w io.Writer, rep *simcrash.Report) {
 	}
 	tw.Flush()
 	rate := float64(rep.Scenarios+rep.Clean) / max(rep.ElapsedSec, 1e-9)
-	fmt.Fprintf(w, "%d crash scenarios (tree x point x position x seed, %d seeds) and %d clean runs in %.1fs (%.1f runs/s): %d violations\n",
-		rep.Scenarios, len(rep.Seeds), rep.Clean, rep.ElapsedSec, rate, rep.Violations)
+	fmt.Fprintf(w, "%d crash scenarios (tree x point x position x seed; %d seeds, the mirror's points for %d) and %d clean runs in %.1fs (%.1f runs/s): %d violations\n",
+		rep.Scenarios, len(rep.Seeds), len(rep.MirrorSeeds), rep.Clean, rep.ElapsedSec, rate, rep.Violations)
 	fmt.Fprintf(w, "checked: %d processes, %d effects in the world's ledger, %d probe findings, %d mail re-sent, %d acknowledged packs, %d records on the bus\n",
 		rep.Processes, rep.Effects, rep.Findings, rep.Resent, rep.Acked, rep.Records)
 	for i, f := range rep.Failed {

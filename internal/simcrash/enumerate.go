@@ -48,6 +48,8 @@ type Cell struct {
 // Report is what Enumerate ran and found.
 type Report struct {
 	Seeds []uint64 `json:"seeds"`
+	// MirrorSeeds are the seeds the mirror's points were walked for.
+	MirrorSeeds []uint64 `json:"mirror_seeds"`
 	// Scenarios counts distinct crash scenarios run: tree x seed x point x
 	// position, each a run that died at its point and recovered. Clean
 	// runs (one per tree and seed) are counted apart.
@@ -112,7 +114,7 @@ func Enumerate(ctx context.Context, env *Env, opt Options) (*Report, error) {
 			return nil, fmt.Errorf("simcrash: unknown crash point %q (want %v)", p, Points)
 		}
 	}
-	rep := &Report{Seeds: opt.Seeds}
+	rep := &Report{Seeds: opt.Seeds, MirrorSeeds: []uint64{}}
 	cells := map[[2]string]*Cell{}
 	for _, t := range opt.Trees {
 		for _, p := range append([]string{""}, opt.Points...) {
@@ -131,9 +133,11 @@ func Enumerate(ctx context.Context, env *Env, opt Options) (*Report, error) {
 		return nil, fmt.Errorf("simcrash: scratch dir: %w", err)
 	}
 	mirrorSeeds := map[uint64]bool{}
+	walksMirror := slices.ContainsFunc(opt.Points, mirrorPoint)
 	for i, s := range opt.Seeds {
-		if opt.MirrorSeeds <= 0 || i < opt.MirrorSeeds {
+		if walksMirror && (opt.MirrorSeeds <= 0 || i < opt.MirrorSeeds) {
 			mirrorSeeds[s] = true
+			rep.MirrorSeeds = append(rep.MirrorSeeds, s)
 		}
 	}
 	pre := newPrefixes()
