@@ -28,13 +28,13 @@ type enumOptions struct {
 	// MirrorSeeds: the mirror's points are walked for the first this many
 	// seeds (0: all). Each offers one position per message published.
 	MirrorSeeds int
-	Trees    []string
-	Points   []string
-	Parallel int    // scenarios at once
-	Procs    int    // GOMAXPROCS while it runs (the embedded server's JetStream API workers)
-	Dir      string // where the bus, the mirror and the index live ("" a temp dir)
-	Scenario string // run this one scenario id only
-	JSON     bool
+	Trees       []string
+	Points      []string
+	Parallel    int    // scenarios at once
+	Procs       int    // GOMAXPROCS while it runs (the embedded server's JetStream API workers)
+	Dir         string // where the bus, the mirror and the index live ("" a temp dir)
+	Scenario    string // run this one scenario id only
+	JSON        bool
 }
 
 func registerEnumFlags(fl *pflag.FlagSet, o *enumOptions) {
@@ -201,6 +201,9 @@ func printReport(w io.Writer, rep *simcrash.Report) {
 	rate := float64(rep.Scenarios+rep.Clean) / max(rep.ElapsedSec, 1e-9)
 	fmt.Fprintf(w, "%d crash scenarios (tree x point x position x seed; %d seeds, the mirror's points for %d) and %d clean runs in %.1fs (%.1f runs/s): %d violations\n",
 		rep.Scenarios, len(rep.Seeds), len(rep.MirrorSeeds), rep.Clean, rep.ElapsedSec, rate, rep.Violations)
+	if rep.Repeats > 0 {
+		fmt.Fprintf(w, "%d tree x seed pairs skipped: their script repeats an earlier seed's\n", rep.Repeats)
+	}
 	fmt.Fprintf(w, "checked: %d processes, %d effects in the world's ledger, %d probe findings, %d mail re-sent, %d acknowledged packs, %d records on the bus\n",
 		rep.Processes, rep.Effects, rep.Findings, rep.Resent, rep.Acked, rep.Records)
 	for i, f := range rep.Failed {

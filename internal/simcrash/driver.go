@@ -45,7 +45,7 @@ func (p *process) drive(d *threadRun) error {
 			return err
 		}
 		if d.sent[redoKey(root)] == 0 {
-			if _, err := d.th.Send(p.ctx, agent.Outgoing{To: root, Kind: agent.KindMessage, Body: map[string]string{"redo": "from turn 3"},
+			if _, err := d.th.Send(p.ctx, agent.Outgoing{To: root, Kind: agent.KindMessage, Body: map[string]int{"redo_from_turn": plan.RevertBefore},
 				IdempotencyKey: redoKey(root)}); err != nil {
 				return err
 			}

@@ -53,8 +53,11 @@ type Report struct {
 	// Scenarios counts distinct crash scenarios run: tree x seed x point x
 	// position, each a run that died at its point and recovered. Clean
 	// runs (one per tree and seed) are counted apart.
-	Scenarios  int     `json:"scenarios"`
-	Clean      int     `json:"clean_runs"`
+	Scenarios int `json:"scenarios"`
+	Clean     int `json:"clean_runs"`
+	// Repeats are the tree x seed pairs not run: their script is an
+	// earlier seed's (Plan.Script), so their scenarios would not be new.
+	Repeats    int     `json:"repeated_scripts_skipped"`
 	Violations int     `json:"violations"` // scenarios (clean runs included) that broke an invariant
 	Cells      []*Cell `json:"table"`
 	// Totals over every run.
@@ -176,8 +179,19 @@ func Enumerate(ctx context.Context, env *Env, opt Options) (*Report, error) {
 		}
 	}
 	q := newQueue()
+	scripts := map[string]bool{}
 	for _, seed := range opt.Seeds {
 		for _, t := range opt.Trees {
+			p, err := NewPlan(t, seed, "x")
+			if err != nil {
+				return nil, err
+			}
+			if sig := p.Script(); scripts[sig] {
+				rep.Repeats++
+				continue
+			} else {
+				scripts[sig] = true
+			}
 			q.push(Scenario{Tree: t, Seed: seed})
 		}
 	}

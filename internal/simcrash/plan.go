@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 )
 
 // Trees the enumeration scripts.
@@ -93,7 +94,7 @@ func NewPlan(tree string, seed uint64, prefix string) (*Plan, error) {
 		}
 		return out
 	}
-	work := func() int { return 1 + rng.IntN(2) }
+	work := func(n int) int { return 1 + rng.IntN(n) }
 	d := add(&node{Name: "D"})
 	switch tree {
 	case TreeSpawn:
@@ -107,27 +108,27 @@ func NewPlan(tree string, seed uint64, prefix string) (*Plan, error) {
 			r.Children = []string{b.ID, a.ID}
 		}
 		a.Children = []string{g.ID}
-		r.Work, a.Work, b.Work, g.Work = work(), work(), work(), work()
+		r.Work, a.Work, b.Work, g.Work = work(2), work(2), work(2), work(2)
 		r.Calls, a.Calls = calls(r.Work+1), calls(a.Work+1)
 		b.Calls, g.Calls = calls(b.Work), calls(g.Work)
 	case TreeFork:
-		r := add(&node{Name: "r", Parent: d.ID, Work: 2 + rng.IntN(2)})
+		r := add(&node{Name: "r", Parent: d.ID, Work: 2 + rng.IntN(3)})
 		r.Calls = calls(r.Work)
 		d.Children = []string{r.ID}
 		p.ForkOf, p.ForkAfter = r.ID, 1+rng.IntN(r.Work-1)
 		p.ForkMode = []string{"copy", "reference"}[rng.IntN(2)]
-		f := add(&node{Name: "f", Work: work(), Base: p.ForkAfter})
+		f := add(&node{Name: "f", Work: work(3), Base: p.ForkAfter})
 		f.Calls = calls(f.Work)
 		p.Fork = f.ID
 	case TreeRevert:
-		pg := add(&node{Name: "P", Parent: d.ID, Work: 3, Paginated: true})
-		pg.Calls = calls(3)
-		pg.Redo, pg.RedoFrom = calls(2), 3
+		pg := add(&node{Name: "P", Parent: d.ID, Work: 3 + rng.IntN(2), Paginated: true})
+		pg.Calls = calls(pg.Work)
+		p.RevertOf, p.RevertBefore = pg.ID, 2+rng.IntN(pg.Work-1)
+		pg.Redo, pg.RedoFrom = calls(work(2)), p.RevertBefore
 		d.Children = []string{pg.ID}
-		p.RevertOf, p.RevertBefore = pg.ID, 3
 	case TreeResend:
-		r := add(&node{Name: "r", Parent: d.ID, Work: work()})
-		c := add(&node{Name: "c", Parent: r.ID, Work: work()})
+		r := add(&node{Name: "r", Parent: d.ID, Work: work(3)})
+		c := add(&node{Name: "c", Parent: r.ID, Work: work(3)})
 		d.Children = []string{r.ID}
 		r.Children = []string{c.ID}
 		r.ResendTo = c.ID
@@ -144,6 +145,29 @@ func NewPlan(tree string, seed uint64, prefix string) (*Plan, error) {
 	rng.Shuffle(len(p.Order), func(i, j int) { p.Order[i], p.Order[j] = p.Order[j], p.Order[i] })
 	p.Order = append([]string{p.D}, p.Order...)
 	return p, nil
+}
+
+// Script is the plan without its ids: two seeds with the same script run
+// the same scenarios, and count once.
+func (p *Plan) Script() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s fork:%s/%d/%s revert:%s/%d order:", p.Tree, short(p.ForkOf), p.ForkAfter, p.ForkMode, short(p.RevertOf), p.RevertBefore)
+	for _, id := range p.Order {
+		b.WriteString(short(id) + ",")
+	}
+	names := make([]string, 0, len(p.Nodes))
+	for id := range p.Nodes {
+		names = append(names, id)
+	}
+	sort.Strings(names)
+	for _, id := range names {
+		n := p.Nodes[id]
+		fmt.Fprintf(&b, " %s<%s w%d b%d c%v redo%v@%d resend:%s kids:", n.Name, short(n.Parent), n.Work, n.Base, n.Calls, n.Redo, n.RedoFrom, short(n.ResendTo))
+		for _, c := range n.Children {
+			b.WriteString(short(c) + ",")
+		}
+	}
+	return b.String()
 }
 
 // Keys are the effects the tree must have carried out, each exactly once,
