@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/logbook-agents/logbook/agent"
 	"github.com/logbook-agents/logbook/internal/stream"
 )
@@ -304,7 +306,12 @@ func (p *process) start() error {
 	cctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
 	defer cancel()
 	p.client, err = agent.Connect(cctx, p.proxy.URL(), agent.Options{Name: p.name, Logger: quiet})
-	return err
+	if err != nil {
+		return err
+	}
+	// A killed process says nothing: no "broken pipe" on stderr.
+	p.client.Conn().SetErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})
+	return nil
 }
 
 // opsBus is the operator's bus on the process's connection (opened when
