@@ -5,7 +5,7 @@ TOOLS     := $(CURDIR)/.tools
 STATICCHECK_VERSION := v0.8.2
 NATSCLI_VERSION     := v0.5.0
 
-.PHONY: all build run test test-race test-full lint fmt-check natscli bench crash crash-mirror failover faultfs fuzz clean
+.PHONY: all build run test test-race test-full lint fmt-check natscli bench crash crash-mirror crash-enumerate failover faultfs fuzz clean
 
 all: build
 
@@ -94,6 +94,18 @@ CRASH_MIRROR_ROUNDS ?= 40
 CRASH_NAMED         ?= 3
 crash-mirror:
 	$(GO) test -count=1 -timeout 60m -v -run '^TestMirrorCrash$$' ./e2e/ -crash.rounds $(CRASH_MIRROR_ROUNDS) -crash.named $(CRASH_NAMED) -crash.seed $(CRASH_SEED)
+
+# The exhaustive crash mode (agent-sim crash --enumerate, docs/RELIABILITY.md): every
+# named crash point at every position in the scripted trees, for ENUM_SEEDS
+# seeds (the mirror's points for the first ENUM_MIRROR_SEEDS), in one
+# process; exits non-zero naming the first scenario that broke an invariant.
+# ENUM_FLAGS adds flags (--trees, --points, --json, --scenario ID ...).
+# make test runs one seed of it (cmd/agent-sim's TestEnumerateOneSeed).
+ENUM_SEEDS        ?= 40
+ENUM_MIRROR_SEEDS ?= 3
+ENUM_FLAGS        ?=
+crash-enumerate: build
+	$(BIN)/agent-sim crash --enumerate --seeds $(ENUM_SEEDS) --mirror-seeds $(ENUM_MIRROR_SEEDS) $(ENUM_FLAGS)
 
 # The ROLLOUTS leader of a three-node cluster shut down under an import, and
 # two of its three nodes shut down under another (quorum lost: the import

@@ -34,8 +34,10 @@ type crashFlags struct {
 
 func newCrashCmd() *cobra.Command {
 	var f crashFlags
+	var enum enumOptions
+	var exhaustive bool
 	cmd := &cobra.Command{
-		Use:   "crash --seed S --rounds R [--points LIST] [--nats URL] [--json]",
+		Use:   "crash --seed S --rounds R [--points LIST] [--nats URL] [--json] | crash --enumerate [--seeds N]",
 		Short: "Crash-test Logbook: kill workers and the coordinator under live agent trees, check every invariant",
 		Long: `crash runs a crash campaign. It starts a coordinator (coordinator serve,
 found next to agent-sim or on PATH; with its embedded NATS on a port the OS
@@ -82,6 +84,9 @@ fault, keeps its directory (logs/ has every child's output) and exits 1.`,
   agent-sim crash --seed 7 --rounds 100 --nats nats://127.0.0.1:4222   # a bus you run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if exhaustive {
+				return runEnumerateFrom(cmd, f, enum)
+			}
 			if f.rounds < 1 || f.workers < 2 {
 				return usageError{errors.New("--rounds must be at least 1 and --workers at least 2")}
 			}
@@ -110,7 +115,33 @@ fault, keeps its directory (logs/ has every child's output) and exits 1.`,
 	fl.StringVar(&f.dir, "dir", "", "work in `DIR` (data dir, ledger, acks, logs; default a new temporary directory)")
 	fl.BoolVar(&f.keep, "keep", false, "keep the directory after a clean campaign too")
 	fl.StringVar(&f.coordinator, "coordinator", "", "the coordinator binary (default: next to agent-sim, else on PATH)")
+	fl.BoolVar(&exhaustive, "enumerate", false, "exhaustive mode: every crash point at every position of small scripted trees, in one process (see docs/RELIABILITY.md); takes --points, --json, --dir and the flags below")
+	fl.IntVar(&enum.Seeds, "seeds", 1, "--enumerate: how many seeds each tree is scripted with")
+	fl.Uint64Var(&enum.SeedFrom, "seed-from", 1, "--enumerate: the first seed")
+	fl.IntVar(&enum.MirrorSeeds, "mirror-seeds", 0, "--enumerate: walk the mirror's crash points for the first N seeds only (0: all)")
+	fl.StringSliceVar(&enum.Trees, "trees", nil, "--enumerate: trees to walk (default all)")
+	fl.IntVar(&enum.Parallel, "parallel", 16, "--enumerate: scenarios run at once")
+	fl.IntVar(&enum.Procs, "procs", 8, "--enumerate: GOMAXPROCS while running")
+	fl.StringVar(&enum.Scenario, "scenario", "", "--enumerate: run only this scenario `ID` (tree/seed/point/position, as a violation prints it)")
 	return cmd
+}
+
+// runEnumerateFrom runs crash --enumerate: the campaign flags it shares
+// (--points, --json, --dir) mean the same there; the others do not apply.
+func runEnumerateFrom(cmd *cobra.Command, f crashFlags, o enumOptions) error {
+	for _, name := range []string{"seed", "rounds", "nats", "workers", "lease-ttl", "round-timeout", "keep", "coordinator"} {
+		if cmd.Flags().Changed(name) {
+			return usageError{fmt.Errorf("--%s is for the process campaign, not --enumerate", name)}
+		}
+	}
+	if f.points != "all" {
+		o.Points = strings.Split(f.points, ",")
+	}
+	o.JSON, o.Dir = f.asJSON, f.dir
+	if err := o.check(); err != nil {
+		return err
+	}
+	return runEnumerate(cmd.Context(), o, cmd.OutOrStdout())
 }
 
 func runCrash(ctx context.Context, f crashFlags, points []string, stdout, stderr io.Writer) error {

@@ -92,7 +92,7 @@ for a usage error.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newWorldCmd(), newWorkerCmd(), newRunCmd(), newCrashCmd())
+	root.AddCommand(newWorldCmd(), newWorkerCmd(), newRunCmd(), newCrashCmd(), newEnumerateCmd())
 	return root
 }
 
