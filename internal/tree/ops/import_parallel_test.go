@@ -2,14 +2,14 @@ package ops
 
 import (
 	"errors"
-
 	"fmt"
-	"github.com/nats-io/nats.go"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
