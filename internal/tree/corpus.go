@@ -174,7 +174,7 @@ func loadFile(path string) (*Rollout, error) {
 	}
 	r.Log = f
 	if r.Meta.HistoryBase == nil && r.Successor == "" {
-		r.walked = walkView(t, r.ID, []Leaf{{Rollout: r.ID, End: -1}}, map[string]bool{r.ID: true})
+		r.walked = walkView(t, []Leaf{{Rollout: r.ID, End: -1}}, map[string]bool{r.ID: true})
 	}
 	return r, nil
 }

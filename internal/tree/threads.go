@@ -90,7 +90,7 @@ func (t *Thread) walk(c *Corpus, probs *[]Problem) {
 		for _, id := range t.Rollouts {
 			mine[id] = true
 		}
-		w = walkView(view, t.Current.ID, leaves, mine)
+		w = walkView(view, leaves, mine)
 	}
 	t.effect = w.effect
 	if w.err != nil {
@@ -109,7 +109,7 @@ type walked struct {
 	err    error
 }
 
-func walkView(view rollout.Log, current string, leaves []Leaf, mine map[string]bool) *walked {
+func walkView(view rollout.Log, leaves []Leaf, mine map[string]bool) *walked {
 	w := &walked{effect: map[dedupe.Origin]bool{}}
 	li := 0
 	w.state, w.err = replay.Walk(view, replay.Options{Salvage: true}, func(e rollout.Entry, in bool) {

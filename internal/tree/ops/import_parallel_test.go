@@ -1,12 +1,15 @@
 package ops
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
@@ -170,5 +173,33 @@ func TestImportNamesTheRecordAtFault(t *testing.T) {
 	entries, err := bus.ReadAll(ctx, "F1", 1)
 	if err != nil || len(entries) != 4 {
 		t.Fatalf("%d records on the bus (%v), want the 4 before the bad one", len(entries), err)
+	}
+}
+
+// TestParallelImportStopsWhenTheBusIsGone: with the bus unavailable (its
+// connection closed), the import stops at the first file that finds out,
+// with stream.ErrBusUnavailable, instead of trying every file: no more files
+// are attempted than were in flight.
+func TestParallelImportStopsWhenTheBusIsGone(t *testing.T) {
+	b := newBus(t)
+	dir := t.TempDir()
+	if _, err := treegen.Write(dir, treegen.Config{Seed: 3, Fanout: 5, Depth: 3, Turns: 1}); err != nil { // 156 files
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(b.Server.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus, err := stream.Open(ctxT(t), nc, stream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	res, err := ImportWith(ctxT(t), bus, dir, ImportOptions{Holder: "import-test", Parallel: 8})
+	if !errors.Is(err, stream.ErrBusUnavailable) || !strings.Contains(err.Error(), "stopped at") {
+		t.Fatalf("import with the bus gone: %v", err)
+	}
+	if len(res) == 0 || len(res) > 8 {
+		t.Fatalf("%d files attempted with the bus gone, want 1 to 8 (those in flight)", len(res))
 	}
 }
