@@ -101,7 +101,7 @@ crash-mirror:
 # process; exits non-zero naming the first scenario that broke an invariant.
 # ENUM_FLAGS adds flags (--trees, --points, --json, --scenario ID ...).
 # make test runs one seed of it (cmd/agent-sim's TestEnumerateOneSeed).
-ENUM_SEEDS        ?= 40
+ENUM_SEEDS        ?= 55
 ENUM_MIRROR_SEEDS ?= 3
 ENUM_FLAGS        ?=
 crash-enumerate: build
