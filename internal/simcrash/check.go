@@ -114,7 +114,6 @@ func (r *run) checkCalls() {
 				continue
 			}
 			r.res.Findings++
-			r.res.Unknown++
 			found[f.Question.IdempotencyKey] = f.Answer.Outcome
 		}
 	}

@@ -82,7 +82,6 @@ type Result struct {
 	Reached   bool     `json:"reached"`
 	Processes int      `json:"processes"`
 	Findings  int      `json:"findings"`   // probe answers recorded by resumes
-	Unknown   int      `json:"unknown"`    // calls a resume found in flight
 	Resent    int      `json:"resent"`     // mail re-sent by resumes
 	Acked     int      `json:"acked"`      // publishes acknowledged to the processes
 	Effects   int      `json:"effects"`    // side effects carried out in the world
