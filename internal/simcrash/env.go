@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/logbook-agents/logbook/internal/datadir"
 	"github.com/logbook-agents/logbook/internal/index"
 	"github.com/logbook-agents/logbook/internal/stream"
 	"github.com/logbook-agents/logbook/internal/stream/mirror"
@@ -72,7 +73,7 @@ func NewEnv(ctx context.Context, o EnvOptions) (*Env, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: filepath.Join(o.Dir, "nats"), Listen: "127.0.0.1:0", Fsync: stream.FsyncInterval})
+	ns, err := stream.StartServer(stream.ServerConfig{StoreDir: filepath.Join(o.Dir, datadir.NATSStore), Listen: "127.0.0.1:0", Fsync: stream.FsyncInterval})
 	if err != nil {
 		return nil, err
 	}
