@@ -144,6 +144,7 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 	defer func() { close(stopSup); <-supDone }()
 
 	phase("arm")
+	zombieRan := false
 	pl := buildPlan(f.Tree)
 	res.Threads = len(pl.threads())
 	driverID := "run-" + pl.root
@@ -178,6 +179,17 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 				}
 				err = sup.locked(func() error { victim.signal(syscall.SIGCONT); victim.stopped = false; return nil })
 			}
+			// Continued, the zombie must find it was presumed dead and stop
+			// (its next heartbeat check comes within a third of the TTL).
+			for wait := time.Now().Add(2 * r.leaseTTL); err == nil && time.Now().Before(wait) && rctx.Err() == nil; {
+				sup.mu.Lock()
+				fenced := sup.fenced
+				sup.mu.Unlock()
+				if fenced {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.Point, err)
@@ -211,6 +223,9 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 			}
 		case f.Point == "worker-stop":
 			res.Fenced = sup.fenced
+			if !res.Fenced {
+				zombieRan = true
+			}
 		}
 		return nil
 	}); err != nil {
@@ -223,6 +238,9 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 	stats, violations, err := checkRound(rctx, r, pl, driverID, driverRollout)
 	if err != nil {
 		return nil, fmt.Errorf("a check could not run: %w", err)
+	}
+	if zombieRan {
+		violations = append(violations, fmt.Sprintf("the stopped worker %s went on running after SIGCONT (no fencing error within %s)", victim.name, 2*r.leaseTTL))
 	}
 	res.checkStats, res.Violations = stats, violations
 	phase("check")
