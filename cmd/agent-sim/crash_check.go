@@ -285,8 +285,11 @@ func settle(ctx context.Context, r *rig, ids []string, bus map[string][][]byte) 
 			}
 			mirrored[rid] = raw
 			lines := bytes.SplitAfter(raw, []byte("\n"))
+			torn := false
 			if n := len(lines); n > 0 && len(lines[n-1]) == 0 {
 				lines = lines[:n-1]
+			} else if n > 0 { // a torn last line (a write cut short): repaired by the mirror, not yet
+				lines, torn = lines[:n-1], true
 			}
 			want := bus[rid]
 			if len(lines) > len(want) { // the bus may have grown since it was read
@@ -309,8 +312,8 @@ func settle(ctx context.Context, r *rig, ids []string, bus map[string][][]byte) 
 					break
 				}
 			}
-			if len(lines) < len(want) {
-				behind = fmt.Sprintf("rollout %s: the mirror holds %d lines, JetStream %d", rid, len(lines), len(want))
+			if len(lines) < len(want) || torn {
+				behind = fmt.Sprintf("rollout %s: the mirror holds %d whole lines (a torn last line: %v), JetStream %d", rid, len(lines), torn, len(want))
 			}
 			if ir != nil {
 				ro, found, err := ir.Rollout(ctx, rid)
