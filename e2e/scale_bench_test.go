@@ -144,7 +144,8 @@ func scaleRun(b *testing.B, cfg treegen.Config) {
 	serve := func() (*child, time.Duration) {
 		t0 := time.Now()
 		removeAddrs(dir)
-		c := startChild(b, bin, nil, "serve", "--data", dir, "--nats-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0")
+		c := startChild(b, bin, nil, "serve", "--data", dir, "--nats-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0",
+			"--cold-after", "0s") // no compression rewriting mirror files while the questions run
 		// serve writes its addresses once the mirror and the index are up,
 		// which without an index means after the start-up catch-up.
 		var httpAddr string
