@@ -55,8 +55,8 @@ func (s Scope) IsZero() bool {
 // Reserved are the subject spaces of Logbook and of NATS itself: no
 // application subject may match a subject in them.
 var Reserved = []string{
-	"rollout.>", "mail.>", "work.>", "logbook.>", "_INBOX.>",
-	"$JS.>", "$KV.>", "$JSC.>", "$O.>", "$SYS.>", "$NRG.>",
+	rolloutAll(), mailAll(), stream.WorkSubject(">"), "logbook.>", inbox,
+	"$JS.>", kv + ">", "$JSC.>", "$O.>", "$SYS.>", "$NRG.>",
 }
 
 // Check validates the IDs and application subjects of a scope.
