@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -65,6 +66,7 @@ func (r *run) check(ctx context.Context) {
 	r.checkDeliveries(bt)
 	r.checkTree("bus", bt)
 	r.checkReplay(bt, busCorpus)
+	r.checkPointers(ctx, bt)
 	r.checkAcked(lines)
 	r.checkAckedMail(bt)
 	mirrorCorpus, ok := r.checkMirror(ctx, rollouts, lines)
@@ -311,6 +313,25 @@ func (p *Plan) shape() string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " ")
+}
+
+// checkPointers: THREADS names each thread's current rollout, or one of
+// its chain that readers follow to it (a revert cut between its seal and
+// its switch: serve's start-up roll-forward switches it).
+func (r *run) checkPointers(ctx context.Context, t *tree.Tree) {
+	for id, th := range t.Threads {
+		e, err := r.env.bus.Threads().Get(ctx, id)
+		if err != nil {
+			r.res.fail("thread %s: THREADS: %v", short(id), err)
+			continue
+		}
+		v := string(e.Value())
+		if !slices.Contains(th.Rollouts, v) {
+			r.res.fail("thread %s: THREADS names rollout %s, not one of its chain %v", short(id), v, th.Rollouts)
+		} else if v != th.Current.ID && r.sc.Point != PointRevertAfterSeal {
+			r.res.fail("thread %s: THREADS names rollout %s, its current rollout is %s", short(id), v, th.Current.ID)
+		}
+	}
 }
 
 // 5. replay.

@@ -82,7 +82,8 @@
 // makes possibly_duplicated; the tree from the bus and from the mirror
 // equal to the plan's (threads, parents, forks, revert chains; no
 // problems, nothing unknown or unconfirmed beyond what the ledger's rules
-// say); fast replay equal to the naive fold for every thread; every
+// say), with THREADS naming each thread's current rollout (or, after a
+// revert cut before its switch, one of its chain); fast replay equal to the naive fold for every thread; every
 // acknowledged pack on the bus's valid tail and in the mirror byte for
 // byte; index <= mirror <= bus, and equal once caught up.
 package simcrash
