@@ -30,7 +30,7 @@ const (
 // ThreadSpec describes a thread to create.
 type ThreadSpec struct {
 	ID          string // the thread id; default a new ULID
-	RolloutID   string // its first rollout's id; default a new ULID
+	RolloutID   string // its first rollout's id; default the thread id
 	Role        string // agent_role: what this agent is for ("build", "deploy" ...)
 	Cwd         string // its working directory
 	HistoryMode string // Legacy (default) or Paginated
@@ -77,44 +77,36 @@ func (c *Client) StartRoot(ctx context.Context, spec ThreadSpec) (*Thread, error
 }
 
 // create writes a new thread's session_meta under its lease and records the
-// thread in THREADS; a thread id already there is refused.
+// thread in THREADS; a thread id already there is refused. A create that
+// died between the two left the session_meta on the bus: the same create
+// again (same ids and settings) finishes it instead of writing a second
+// rollout for the thread.
 func (c *Client) create(ctx context.Context, spec ThreadSpec, parent string) (*Thread, error) {
-	if spec.ID == "" {
-		spec.ID = ulid.Make().String()
-	}
-	if spec.RolloutID == "" {
-		spec.RolloutID = ulid.Make().String()
-	}
-	if spec.HistoryMode == "" {
-		spec.HistoryMode = Legacy
-	}
-	if spec.HistoryMode != Legacy && spec.HistoryMode != Paginated {
-		return nil, fmt.Errorf("agent: thread %s: %w: history mode %q (want %q or %q)", spec.ID, ErrInvalid, spec.HistoryMode, Legacy, Paginated)
-	}
-	for _, id := range [][2]string{{"thread id", spec.ID}, {"rollout id", spec.RolloutID}} {
-		if err := rollout.ValidateID(id[0], id[1]); err != nil {
-			return nil, fmt.Errorf("agent: %w", err)
-		}
-	}
-	if src, err := ops.Load(ctx, c.bus, spec.ID); err == nil {
-		return nil, fmt.Errorf("agent: thread %s (rollout %s): open it instead: %w", spec.ID, src.Current, ErrThreadExists)
-	} else if !errors.Is(err, ops.ErrNoThread) {
-		return nil, fmt.Errorf("agent: thread %s: %w", spec.ID, err)
+	spec, err := c.checkNew(ctx, spec, parent)
+	if err != nil {
+		return nil, err
 	}
 	lease, err := c.bus.TakeLease(ctx, spec.ID, stream.LeaseOptions{Holder: c.name})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
+	}
+	// Under the lease nobody else writes the rollout: what it holds now is
+	// an interrupted create's.
+	recs, err := c.toWrite(ctx, spec, parent)
+	if err != nil {
+		lease.Release(context.WithoutCancel(ctx))
+		return nil, err
 	}
 	t, err := c.bind(ctx, lease, spec.RolloutID)
 	if err != nil {
 		lease.Release(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	meta := rollout.SessionMeta{ID: spec.ID, RolloutID: spec.RolloutID, ParentThreadID: parent,
-		Source: rollout.Source{Kind: "agent"}, AgentRole: spec.Role, Cwd: spec.Cwd, HistoryMode: spec.HistoryMode}
-	if err := t.append(ctx, func(b *rollout.Builder) rollout.Record { return b.Meta(meta) }); err != nil {
-		t.abandon(ctx)
-		return nil, err
+	for _, r := range recs {
+		if err := t.append(ctx, func(*rollout.Builder) rollout.Record { return r }); err != nil {
+			t.abandon(ctx)
+			return nil, err
+		}
 	}
 	t.w.Materialize()
 	if err := t.w.Flush(ctx); err != nil {
@@ -129,6 +121,62 @@ func (c *Client) create(ctx context.Context, spec ThreadSpec, parent string) (*T
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	return t, nil
+}
+
+// checkNew fills spec's defaults and refuses it when the thread exists: a
+// THREADS entry, a rollout of the thread other than the one spec names, or
+// that rollout holding anything but what this create writes (a refusal
+// before Spawn logs anything; create looks again under the lease).
+func (c *Client) checkNew(ctx context.Context, spec ThreadSpec, parent string) (ThreadSpec, error) {
+	if spec.ID == "" {
+		spec.ID = ulid.Make().String()
+	}
+	if spec.RolloutID == "" {
+		spec.RolloutID = spec.ID // a retried create finds what an interrupted one left
+	}
+	if spec.HistoryMode == "" {
+		spec.HistoryMode = Legacy
+	}
+	if spec.HistoryMode != Legacy && spec.HistoryMode != Paginated {
+		return spec, fmt.Errorf("agent: thread %s: %w: history mode %q (want %q or %q)", spec.ID, ErrInvalid, spec.HistoryMode, Legacy, Paginated)
+	}
+	for _, id := range [][2]string{{"thread id", spec.ID}, {"rollout id", spec.RolloutID}} {
+		if err := rollout.ValidateID(id[0], id[1]); err != nil {
+			return spec, fmt.Errorf("agent: %w", err)
+		}
+	}
+	src, err := ops.Load(ctx, c.bus, spec.ID)
+	switch {
+	case errors.Is(err, ops.ErrNoThread) && spec.RolloutID == spec.ID:
+		return spec, nil // Load found no rollout of that name either
+	case errors.Is(err, ops.ErrNoThread):
+	case err != nil:
+		return spec, fmt.Errorf("agent: thread %s: %w", spec.ID, err)
+	case src.PointerRev != 0 || src.Current != spec.RolloutID:
+		return spec, fmt.Errorf("agent: thread %s (rollout %s): open it instead: %w", spec.ID, src.Current, ErrThreadExists)
+	}
+	_, err = c.toWrite(ctx, spec, parent)
+	return spec, err
+}
+
+// toWrite is what create writes to spec's rollout: its session_meta, or
+// nothing when an interrupted create of the same thread (same ids, parent
+// and settings) wrote it; a rollout holding anything else is refused.
+func (c *Client) toWrite(ctx context.Context, spec ThreadSpec, parent string) ([]rollout.Record, error) {
+	meta := rollout.SessionMeta{ID: spec.ID, RolloutID: spec.RolloutID, ParentThreadID: parent,
+		Source: rollout.Source{Kind: "agent"}, AgentRole: spec.Role, Cwd: spec.Cwd, HistoryMode: spec.HistoryMode}
+	recs := []rollout.Record{(&rollout.Builder{}).Meta(meta)}
+	u, err := ops.FindUnrecorded(ctx, c.bus, spec.ID, spec.RolloutID)
+	if err == nil && u != nil {
+		recs, err = u.Finish(recs)
+		if errors.Is(err, ops.ErrOtherCreate) {
+			err = fmt.Errorf("%w: %w", ErrThreadExists, err)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("agent: thread %s: %w", spec.ID, err)
+	}
+	return recs, nil
 }
 
 // bind opens a writer for rolloutID under lease.
@@ -185,10 +233,8 @@ func (t *Thread) Spawn(ctx context.Context, spec ThreadSpec, task Task) (*Child,
 	if err := t.usable(); err != nil {
 		return nil, err
 	}
-	if src, err := ops.Load(ctx, t.c.bus, spec.ID); err == nil {
-		return nil, fmt.Errorf("agent: spawn %s (rollout %s): %w", spec.ID, src.Current, ErrThreadExists)
-	} else if !errors.Is(err, ops.ErrNoThread) {
-		return nil, fmt.Errorf("agent: spawn %s: %w", spec.ID, err)
+	if spec, err = t.c.checkNew(ctx, spec, t.id); err != nil {
+		return nil, fmt.Errorf("agent: spawn: %w", err)
 	}
 	if err := t.append(ctx, func(b *rollout.Builder) rollout.Record {
 		return b.Event(rollout.ThreadSpawned{Type: rollout.EventThreadSpawned, ChildThreadID: spec.ID, AgentRole: spec.Role})

@@ -245,6 +245,14 @@ var (
 	beforeCheck func(*run)  // runs just before the checks
 )
 
+// LieInProbes makes the world's probe answer "not executed" for every call
+// until undo is called: a mutant the checks must catch (the checker's own
+// tests, here and in agent-sim's). Not for concurrent use with real runs.
+func LieInProbes() (undo func()) {
+	lyingProbe.Store(true)
+	return func() { lyingProbe.Store(false) }
+}
+
 // process is one agent process: one client, its threads, its crash plan.
 type process struct {
 	r      *run

@@ -32,7 +32,7 @@ type ForkOptions struct {
 	AfterTurn  string // the prefix ends after this turn
 	Mode       string // ModeCopy (default) or ModeReference
 	Thread     string // the child's thread id; default a new ULID
-	Rollout    string // the child's rollout id; default a new ULID
+	Rollout    string // the child's rollout id; default the thread id
 	Holder     string // who writes (lease holder name)
 }
 
@@ -78,7 +78,9 @@ func Fork(ctx context.Context, bus *stream.Bus, src *Source, opt ForkOptions) (*
 		res.Thread = ulid.Make().String()
 	}
 	if res.Rollout == "" {
-		res.Rollout = ulid.Make().String()
+		// Named like its thread, a retried fork finds the rollout an
+		// interrupted one left (FindUnrecorded).
+		res.Rollout = res.Thread
 	}
 	switch _, err := bus.Threads().Get(ctx, res.Thread); {
 	case err == nil:
@@ -108,16 +110,6 @@ func Fork(ctx context.Context, bus *stream.Bus, src *Source, opt ForkOptions) (*
 		meta.ForkCopy = &copyPos
 	}
 
-	lease, err := bus.TakeLease(ctx, res.Thread, stream.LeaseOptions{Holder: opt.Holder})
-	if err != nil {
-		return nil, err
-	}
-	defer lease.Release(context.WithoutCancel(ctx))
-	w, err := bus.OpenWriter(ctx, lease, res.Rollout, stream.WriterOptions{})
-	if err != nil {
-		return nil, err
-	}
-	defer w.Close(context.WithoutCancel(ctx))
 	b := &rollout.Builder{}
 	recs := []rollout.Record{b.Meta(meta)}
 	if opt.Mode == ModeCopy {
@@ -130,6 +122,28 @@ func Fork(ctx context.Context, bus *stream.Bus, src *Source, opt ForkOptions) (*
 		recs = append(recs, b.TurnAborted(open.TurnID, rollout.AbortInterrupted))
 		res.AbortedTurn = open.TurnID
 	}
+
+	lease, err := bus.TakeLease(ctx, res.Thread, stream.LeaseOptions{Holder: opt.Holder})
+	if err != nil {
+		return nil, err
+	}
+	defer lease.Release(context.WithoutCancel(ctx))
+	// A fork that died before its THREADS entry left (part of) this
+	// rollout: finish it, or refuse a rollout id that holds anything else.
+	u, err := FindUnrecorded(ctx, bus, res.Thread, res.Rollout)
+	if err != nil {
+		return nil, fmt.Errorf("ops: fork %s: %w", res.Thread, err)
+	}
+	if u != nil {
+		if recs, err = u.Finish(recs); err != nil {
+			return nil, fmt.Errorf("ops: fork %s: %w", res.Thread, err)
+		}
+	}
+	w, err := bus.OpenWriter(ctx, lease, res.Rollout, stream.WriterOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close(context.WithoutCancel(ctx))
 	for _, r := range recs {
 		if _, err := w.Append(ctx, r); err != nil {
 			return nil, fmt.Errorf("ops: fork %s: %w", res.Thread, err)
