@@ -51,9 +51,9 @@ func FindUnrecorded(ctx context.Context, bus *stream.Bus, thread, rolloutID stri
 }
 
 // Finish checks that u is a prefix of what the create would write (recs,
-// the canonical session_meta first, compared by its JSON payload: the
-// same thread, parent, fork point and settings) and returns the records
-// still to write. A longer rollout, or another session_meta, is
+// the canonical session_meta first, compared by its decoded fields: the
+// same thread, parent, fork point and settings; the others by type and
+// payload bytes) and returns the records still to write. A longer rollout, or another session_meta, is
 // ErrOtherCreate naming the difference.
 func (u *Unrecorded) Finish(recs []rollout.Record) ([]rollout.Record, error) {
 	if len(u.Records) > len(recs) {
@@ -71,8 +71,8 @@ func (u *Unrecorded) Finish(recs []rollout.Record) ([]rollout.Record, error) {
 		return nil, fmt.Errorf("%w: rollout %s starts with session_meta %s, this create's is %s", ErrOtherCreate, u.Rollout, got, want)
 	}
 	for i, r := range u.Records[1:] {
-		if r.Type != recs[i+1].Type {
-			return nil, fmt.Errorf("%w: rollout %s ordinal %d is a %s, this create's is a %s", ErrOtherCreate, u.Rollout, i+2, r.Type, recs[i+1].Type)
+		if w := recs[i+1]; r.Type != w.Type || !bytes.Equal(r.Payload, w.Payload) {
+			return nil, fmt.Errorf("%w: rollout %s ordinal %d is another record (a %s) than this create's (a %s)", ErrOtherCreate, u.Rollout, i+2, r.Type, w.Type)
 		}
 	}
 	return recs[len(u.Records):], nil
