@@ -31,6 +31,13 @@
 // are recorded, and the replayed state is returned. Thread.Close flushes
 // and releases the lease.
 //
+// A new thread's first rollout is named like the thread unless
+// ThreadSpec.RolloutID names it. A create that died after writing the
+// session_meta and before recording the thread in THREADS is finished by the
+// same create again (the same ids, parent and settings: a parent's retried
+// Spawn, a driver's retried StartRoot), never doubled; a rollout holding
+// anything else is ErrThreadExists, with nothing written.
+//
 // A turn is opened with Thread.BeginTurn (task_started, turn_context and,
 // for a user turn, the user's message), takes messages, response items,
 // world state (full or an RFC 7396 merge patch) and checkpoints
