@@ -52,7 +52,7 @@ compactions, rollbacks) while injecting ONE fault:
                          NATS dies with it; every client reconnects after the restart)
   worker:POINT           a worker restarted with --crash POINT:N dies at its Nth hit:
                          before_effect, after_effect, between_barriers, after_spawn,
-                         after_send_flush, before_receipt
+                         after_send_flush, before_receipt, lease_renewal
   coordinator:POINT      the coordinator restarted with LOGBOOK_CRASH=POINT:N dies there:
                          mirror.after-ack, mirror.mid-append, mirror.before-watermark,
                          mirror.zst-before-rename, mirror.zst-after-rename,

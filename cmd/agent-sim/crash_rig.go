@@ -196,7 +196,7 @@ func (r *rig) supervise(ctx context.Context) error {
 func withoutCrash(args []string) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
-		if args[i] == "--crash" || args[i] == "--crash-token" {
+		if args[i] == "--crash" || args[i] == "--crash-token" || args[i] == "--think" {
 			i++
 			continue
 		}

@@ -108,6 +108,9 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 		if err := sup.locked(func() error {
 			return restartWorkers(r.workers, func(w *proc) {
 				w.args = append(withoutCrash(w.args), "--crash", point+":"+strconv.FormatInt(f.Hit, 10), "--crash-token", token)
+				if point == "lease_renewal" { // turns long enough for a lease to be renewed (every TTL/3)
+					w.args = append(w.args, "--think", (r.leaseTTL / 2).String())
+				}
 			})
 		}); err != nil {
 			return nil, err

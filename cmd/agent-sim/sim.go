@@ -50,6 +50,9 @@ type simAgent struct {
 	crashToken string
 	// acks is the worker's own record of what it was told (--acks).
 	acks *ackLog
+	// think is how long each turn thinks before it acts, as a model does
+	// (--think): the thread's lease is renewed meanwhile.
+	think time.Duration
 }
 
 // Named crash points of a worker (agent-sim worker --crash POINT[:N]).
@@ -60,13 +63,16 @@ var crashPoints = map[string]string{
 	"after_spawn":      "a child's thread_spawned is logged; the child and its task may not exist",
 	"after_send_flush": "a message's inter_agent_sent is flushed; the mail is not published",
 	"before_receipt":   "a mail message is taken from the mailbox; its inter_agent_received is not logged",
+	"lease_renewal":    "a thread's lease renewal was answered by the bus; the holder has not taken the answer in",
 }
 
-// protocolPoints are the crash points inside the delivery protocol: armed
-// through internal/faults (they are reached in the agent package, not here).
+// protocolPoints are the crash points inside the delivery protocol and the
+// lease renewal: armed through internal/faults (they are reached in the
+// agent and stream packages, not here).
 var protocolPoints = map[string]string{
 	"after_send_flush": "mail.after-sent-flush",
 	"before_receipt":   "mail.before-receipt",
+	"lease_renewal":    "lease.mid-renew",
 }
 
 // maybeCrash kills the process at its crash point, on its crashHit-th hit.
@@ -289,6 +295,13 @@ func (s *simAgent) turn(ctx context.Context, th *agent.Thread, p params, path []
 		return err
 	}
 	*baseline = true
+	if s.think > 0 {
+		select {
+		case <-time.After(s.think):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	compact := func() error {
 		summary := fmt.Sprintf("summary of %s up to turn %d", th.ID(), n)
 		item, _ := json.Marshal(map[string]any{"type": "message", "role": "user", "content": []map[string]string{{"type": "input_text", "text": summary}}})

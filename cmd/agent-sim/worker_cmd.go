@@ -48,6 +48,7 @@ func newWorkerCmd() *cobra.Command {
 	var cf connFlags
 	var id string
 	var capacity int
+	var think time.Duration
 	var crashAt, crashToken, acksPath string
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL [--id ID] [--capacity N]",
@@ -92,7 +93,7 @@ TTL: a zombie) stops with a fencing error and exit status 1.`,
 				return err
 			}
 			defer c.Close()
-			sim := &simAgent{world: &worldClient{nc: c.Conn(), timeout: 5 * time.Second}, log: log, crashAt: point, crashHit: hit, crashToken: crashToken, acks: acks}
+			sim := &simAgent{world: &worldClient{nc: c.Conn(), timeout: 5 * time.Second}, log: log, crashAt: point, crashHit: hit, crashToken: crashToken, acks: acks, think: think}
 			fmt.Fprintf(cmd.OutOrStdout(), "worker %s running (capacity %d)\n", id, capacity)
 			return c.RunWorker(cmd.Context(), agent.WorkerSpec{ID: id, Capacity: capacity, Prober: sim.world, RetryProvenNotExecuted: true}, sim.handle)
 		},
@@ -100,6 +101,7 @@ TTL: a zombie) stops with a fencing error and exit status 1.`,
 	cf.register(cmd)
 	cmd.Flags().StringVar(&id, "id", "", "the worker's `ID` (default sim-<host>-<pid>)")
 	cmd.Flags().IntVar(&capacity, "capacity", 4, "threads run at once")
+	cmd.Flags().DurationVar(&think, "think", 0, "each turn thinks this `LONG` before it acts, as a model does (its thread's lease is renewed meanwhile)")
 	cmd.Flags().StringVar(&crashAt, "crash", "", "SIGKILL this worker the Nth time (default 1) it reaches crash `POINT[:N]` ("+pointList()+")")
 	cmd.Flags().StringVar(&crashToken, "crash-token", "", "with --crash: die only if `FILE` can be created (of several workers armed with one token, the first to reach the point)")
 	cmd.Flags().StringVar(&acksPath, "acks", "", "append the worker's own record of what the bus acknowledged to `FILE` (agent-sim crash reads it)")

@@ -34,6 +34,8 @@
 //	mirror.unzst-after-rename a re-materialized .jsonl is in place, the .jsonl.zst not yet removed
 //	index.mid-tx              inside an index batch's SQLite transaction, before the commit
 //	revert.after-seal         a revert sealed the old rollout, THREADS not yet switched
+//	lease.mid-renew           a lease renewal's update was answered by the bus, its holder
+//	                          has not taken the answer in (its renewal landed, or failed)
 //	mail.after-sent-flush     a sender's inter_agent_sent is flushed, the mail not yet published
 //	mail.before-receipt       a receiver took a mail message, its inter_agent_received not yet logged
 //

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/logbook-agents/logbook/internal/faults"
 	"github.com/logbook-agents/logbook/internal/rollout"
 )
 
@@ -234,6 +235,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	now := time.Now()
 	val, _ := json.Marshal(leaseValue{Holder: l.holder, Epoch: l.epoch, Taken: stamp(l.taken), Renewed: stamp(now)})
 	newRev, err := l.bus.leases.Update(ctx, l.thread, val, rev)
+	faults.Point("lease.mid-renew") // crash tests: the renewal is on the bus (or not), its holder has not taken the answer
 	mismatch := errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) || isWrongLastSeq(err)
 	if mismatch {
 		// An earlier renewal may have landed with its ack lost: then the key
