@@ -57,6 +57,10 @@ compactions, rollbacks) while injecting ONE fault:
                          mirror.after-ack, mirror.mid-append, mirror.before-watermark,
                          mirror.zst-before-rename, mirror.zst-after-rename,
                          mirror.unzst-after-rename, index.mid-tx
+  disk:FAULT             the coordinator restarted with the Nth write or fsync of a mirror
+                         file failing once: write-enospc, write-eio, sync-eio; it is not
+                         restarted after it, so its mirror must recover alone (the KILLS
+                         column counts these faults injected)
 
 Whatever dies is restarted; the round waits until the tree completes and then
 checks DESIGN §8's invariants against ground truth kept outside the system:
@@ -73,7 +77,7 @@ whole data dir's tree and deliveries against every round's plan.
 
 The schedule (which fault, its hit or delay, its victim, the tree) is drawn
 from --seed before anything runs: the same seed gives the same sequence.
---points narrows it (comma-separated names, worker:* or coordinator:*).
+--points narrows it (comma-separated names, worker:*, coordinator:* or disk:*).
 
 It prints a table (faults with their kills; the invariants with what was
 found against ground truth); --json prints the same as data with every

@@ -158,6 +158,16 @@ func (p *proc) exitErr() error {
 
 func (p *proc) stderrTail() string { return p.tail.String() }
 
+// logCount counts the lines of the process's log (every start's output)
+// that contain s.
+func (p *proc) logCount(s string) int {
+	b, err := os.ReadFile(filepath.Join(p.logs, p.name+".log"))
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(b), s)
+}
+
 // tailBuffer keeps the last 16 KB written to it.
 type tailBuffer struct {
 	mu sync.Mutex

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/logbook-agents/logbook/agent"
+	"github.com/logbook-agents/logbook/internal/stream/mirror"
 )
 
 // outcome of a round's fault.
@@ -49,7 +50,10 @@ type supervisor struct {
 	victim  string // the armed process that died at the point
 	zombie  *proc
 	fenced  bool
-	err     error
+	// diskFaults counts the coordinator log's injected disk faults when a
+	// disk fault was armed.
+	diskFaults int
+	err        error
 }
 
 func (s *supervisor) tick(ctx context.Context) {
@@ -90,6 +94,10 @@ func (s *supervisor) locked(fn func() error) error {
 	return s.err
 }
 
+// diskFaultLine starts the line a coordinator logs for each injected disk
+// fault (internal/stream/mirror, LOGBOOK_DISKFAULT).
+const diskFaultLine = "faults: disk fault "
+
 // runRound runs one round: the tree, the fault, recovery, the checks.
 func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) (*roundResult, error) {
 	start := time.Now()
@@ -121,6 +129,14 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 			r.serve.term(15 * time.Second)
 			sup.armed = []*proc{r.serve}
 			return r.startServe(ctx, []string{"LOGBOOK_CRASH=" + point + ":" + strconv.FormatInt(f.Hit, 10)})
+		}); err != nil {
+			return nil, err
+		}
+	case "disk":
+		if err := sup.locked(func() error {
+			r.serve.term(15 * time.Second)
+			sup.diskFaults = r.serve.logCount(diskFaultLine)
+			return r.startServe(ctx, []string{mirror.DiskFaultEnv + "=" + diskFaults[point] + ":" + strconv.FormatInt(f.Hit, 10)})
 		}); err != nil {
 			return nil, err
 		}
@@ -208,6 +224,17 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 	}
 	if err := sup.locked(func() error {
 		switch {
+		case kind == "disk":
+			// The fault does not kill: the coordinator must get over it
+			// alone (the checks run against it, not restarted). One not
+			// reached is disarmed by a clean restart.
+			if r.serve.logCount(diskFaultLine) > sup.diskFaults {
+				res.Outcome = outReached
+				return nil
+			}
+			res.Outcome = outNotReached
+			r.serve.term(15 * time.Second)
+			return r.startServe(rctx, nil)
 		case kind == "worker" || kind == "coordinator":
 			if sup.reached {
 				res.Outcome = outReached

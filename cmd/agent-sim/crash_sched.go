@@ -16,6 +16,8 @@ import (
 //	coordinator-kill      SIGKILL of the coordinator at a random moment (its embedded NATS dies with it)
 //	worker:POINT          the workers restarted with --crash POINT:N: the first to reach its Nth hit dies
 //	coordinator:POINT     the coordinator restarted with LOGBOOK_CRASH=POINT:N dies there
+//	disk:FAULT            the coordinator restarted with LOGBOOK_DISKFAULT: the Nth write or
+//	                      fsync of a mirror file fails once (ENOSPC, EIO); it must recover alone
 
 // coordinatorPoints are the coordinator's crash points (internal/faults)
 // a campaign can reach. revert.after-seal is not among them: simulated
@@ -24,6 +26,15 @@ var coordinatorPoints = []string{
 	"mirror.after-ack", "mirror.mid-append", "mirror.before-watermark",
 	"mirror.zst-before-rename", "mirror.zst-after-rename", "mirror.unzst-after-rename",
 	"index.mid-tx",
+}
+
+// diskFaults are the mirror's disk faults (internal/stream/mirror's
+// LOGBOOK_DISKFAULT): the coordinator restarted with the Nth write or fsync
+// of a mirror file failing once.
+var diskFaults = map[string]string{
+	"write-enospc": "write:ENOSPC",
+	"write-eio":    "write:EIO",
+	"sync-eio":     "sync:EIO",
 }
 
 // allFaults lists every fault name, in a fixed order.
@@ -38,11 +49,16 @@ func allFaults() []string {
 	for _, p := range coordinatorPoints {
 		out = append(out, "coordinator:"+p)
 	}
-	return out
+	var ds []string
+	for p := range diskFaults {
+		ds = append(ds, "disk:"+p)
+	}
+	slices.Sort(ds)
+	return append(out, ds...)
 }
 
-// parsePoints reads --points: comma-separated fault names, "worker:*" or
-// "coordinator:*" for all of a kind's points, or "all".
+// parsePoints reads --points: comma-separated fault names, "worker:*",
+// "coordinator:*" or "disk:*" for all of a kind's points, or "all".
 func parsePoints(spec string) ([]string, error) {
 	all := allFaults()
 	if spec == "" || spec == "all" {
@@ -67,7 +83,7 @@ func parsePoints(spec string) ([]string, error) {
 			add = []string{part}
 		}
 		if len(add) == 0 {
-			return nil, fmt.Errorf("--points: %q is not a fault (want all, worker:*, coordinator:* or some of: %s)", part, strings.Join(all, ", "))
+			return nil, fmt.Errorf("--points: %q is not a fault (want all, worker:*, coordinator:*, disk:* or some of: %s)", part, strings.Join(all, ", "))
 		}
 		for _, n := range add {
 			if !slices.Contains(out, n) {

@@ -42,13 +42,13 @@ func TestScheduleIsTheSeeds(t *testing.T) {
 func TestParsePoints(t *testing.T) {
 	all := allFaults()
 	for spec, want := range map[string]int{"": len(all), "all": len(all), "worker:*": len(crashPoints),
-		"coordinator:*": len(coordinatorPoints), "worker-kill,worker-kill,coordinator-kill": 2} {
+		"coordinator:*": len(coordinatorPoints), "disk:*": len(diskFaults), "worker-kill,worker-kill,coordinator-kill": 2} {
 		got, err := parsePoints(spec)
 		if err != nil || len(got) != want {
 			t.Errorf("parsePoints(%q) = %v, %v; want %d faults", spec, got, err, want)
 		}
 	}
-	for _, bad := range []string{"worker:nope", "kill", "disk:*"} {
+	for _, bad := range []string{"worker:nope", "kill", "disk:nope", "net:*"} {
 		if _, err := parsePoints(bad); err == nil || !strings.Contains(err.Error(), bad) {
 			t.Errorf("parsePoints(%q): %v, want an error naming it", bad, err)
 		}

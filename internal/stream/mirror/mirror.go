@@ -173,7 +173,14 @@ func Open(ctx context.Context, cfg Config) (*Mirror, error) {
 		m.log = slog.Default()
 	}
 	if m.cfg.FS == nil {
-		m.cfg.FS = &osFS{}
+		fs, err := diskFaultFS()
+		if err != nil {
+			return nil, err
+		}
+		if fs == nil {
+			fs = &osFS{}
+		}
+		m.cfg.FS = fs
 	}
 	m.st.QuarantinedByKind = map[string]uint64{}
 	for _, d := range []string{m.rdir, m.qdir} {
