@@ -32,6 +32,25 @@ func (ix *Index) apply(ctx context.Context, rolloutID string, batch []rollout.En
 	if err := rollout.ValidateID("rollout_id", rolloutID); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadBatch, err)
 	}
+	if g := ix.grp; g != nil { // in a savepoint of the group's transaction
+		if _, err := g.sqlTx.ExecContext(ctx, "SAVEPOINT apply"); err != nil {
+			return err
+		}
+		touched := map[string]bool{}
+		if err := ix.applyTx(ctx, g.tx, rolloutID, batch, touched); err != nil {
+			g.sqlTx.ExecContext(context.WithoutCancel(ctx), "ROLLBACK TO apply")
+			g.sqlTx.ExecContext(context.WithoutCancel(ctx), "RELEASE apply")
+			return err
+		}
+		if _, err := g.sqlTx.ExecContext(ctx, "RELEASE apply"); err != nil {
+			return err
+		}
+		for m := range touched {
+			g.touched[m] = true
+		}
+		g.records += len(batch)
+		return nil
+	}
 	sqlTx, err := ix.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -40,6 +59,22 @@ func (ix *Index) apply(ctx context.Context, rolloutID string, batch []rollout.En
 	defer ix.stmts.warm(ctx) // runs last, once the transaction is over
 	defer sqlTx.Rollback()
 	defer tx.close()
+	touched := map[string]bool{}
+	if err := ix.applyTx(ctx, tx, rolloutID, batch, touched); err != nil {
+		return err
+	}
+	if !ix.deferJudge {
+		if err := judge(ctx, tx, touched, ix.mutant); err != nil {
+			return err
+		}
+	}
+	faults.Point("index.mid-tx") // crash tests: die with the batch's rows written, not committed
+	return sqlTx.Commit()
+}
+
+// applyTx writes a batch's rows in tx and adds the msg ids whose
+// deliveries it changed to touched (judged by the caller).
+func (ix *Index) applyTx(ctx context.Context, tx *stmtTx, rolloutID string, batch []rollout.Entry, touched map[string]bool) error {
 	st, found, err := loadState(ctx, tx, rolloutID)
 	if err != nil {
 		return err
@@ -51,7 +86,7 @@ func (ix *Index) apply(ctx context.Context, rolloutID string, batch []rollout.En
 	if err != nil {
 		return err
 	}
-	p := &projector{ctx: ctx, tx: tx, st: &st, dir: ix.mirror, touched: map[string]bool{}}
+	p := &projector{ctx: ctx, tx: tx, st: &st, dir: ix.mirror, touched: touched}
 	for i := range batch {
 		if err := p.record(&batch[i], ords[i]); err != nil {
 			return err
@@ -67,16 +102,10 @@ func (ix *Index) apply(ctx context.Context, rolloutID string, batch []rollout.En
 			return err
 		}
 	}
-	if !ix.deferJudge {
-		if err := judge(ctx, tx, p.touched, ix.mutant); err != nil {
-			return err
-		}
-	}
 	if st.BasePending {
 		ix.anyPending = true
 	}
-	faults.Point("index.mid-tx") // crash tests: die with the batch's rows written, not committed
-	return sqlTx.Commit()
+	return nil
 }
 
 // checkBatch checks that batch follows st's watermark and is in order, and

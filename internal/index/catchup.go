@@ -42,12 +42,18 @@ func (ix *Index) CatchUp(ctx context.Context, progress Progress) (CatchUpReport,
 		return rep, err
 	}
 	var done int64
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	defer ix.abortGroup()
+	if err := ix.beginGroup(ctx); err != nil {
+		return rep, err
+	}
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
 		base := done
-		n, reset, err := ix.catchUpFile(ctx, f.RolloutID, f.Path, -1, func(b int64, r int) {
+		n, reset, err := ix.catchUpFileLocked(ctx, f.RolloutID, f.Path, -1, func(b int64, r int) {
 			if progress != nil {
 				progress(base+min(b, f.Size), rep.Records+r)
 			}
@@ -55,9 +61,6 @@ func (ix *Index) CatchUp(ctx context.Context, progress Progress) (CatchUpReport,
 		rep.Rollouts++
 		rep.Records += n
 		done += f.Size
-		if progress != nil {
-			progress(done, rep.Records)
-		}
 		if reset {
 			rep.Reset = append(rep.Reset, f.RolloutID)
 		}
@@ -69,26 +72,36 @@ func (ix *Index) CatchUp(ctx context.Context, progress Progress) (CatchUpReport,
 			rep.Problems = append(rep.Problems, err)
 		}
 		if n > 0 || reset {
-			if err := ix.dependents(ctx, f.RolloutID, &rep); err != nil {
+			if err := ix.dependentsLocked(ctx, f.RolloutID, &rep); err != nil {
 				return rep, err
 			}
 		}
+		if ix.grp.records >= groupRecords { // commit, and let other writers in
+			if err := ix.commitGroup(ctx); err != nil {
+				return rep, err
+			}
+			ix.mu.Unlock()
+			ix.mu.Lock()
+			if err := ix.beginGroup(ctx); err != nil {
+				return rep, err
+			}
+		}
+		if progress != nil {
+			progress(done, rep.Records)
+		}
 	}
-	return rep, nil
+	return rep, ix.commitGroup(ctx)
 }
 
-// dependents projects again the rollouts whose view's prefix, read from
+// dependentsLocked projects again the rollouts whose view's prefix, read from
 // the mirror files of their bases, was not there to its end when they were
 // indexed (a base mirrored after them) and whose view holds base, which has
 // grown: they are reset and indexed again from their mirror files.
-func (ix *Index) dependents(ctx context.Context, base string, rep *CatchUpReport) error {
-	ix.mu.Lock()
+func (ix *Index) dependentsLocked(ctx context.Context, base string, rep *CatchUpReport) error {
 	if !ix.anyPending {
-		ix.mu.Unlock()
 		return nil
 	}
-	deps, err := pendingOn(ctx, ix.db, base)
-	ix.mu.Unlock()
+	deps, err := pendingOn(ctx, ix.q(), base)
 	if err != nil {
 		return err
 	}
@@ -100,7 +113,7 @@ func (ix *Index) dependents(ctx context.Context, base string, rep *CatchUpReport
 		if err := ix.reset(ctx, id); err != nil {
 			return err
 		}
-		n, _, err := ix.catchUpFile(ctx, id, path, -1, nil)
+		n, _, err := ix.catchUpFileLocked(ctx, id, path, -1, nil)
 		if rep != nil {
 			rep.Records += n
 		}
@@ -198,14 +211,78 @@ func (ix *Index) CatchUpRollout(ctx context.Context, rolloutID string) (int, err
 	if path == "" {
 		return 0, fmt.Errorf("index: rollout %s: no mirror file: %w", rolloutID, fs.ErrNotExist)
 	}
-	n, reset, err := ix.catchUpFile(ctx, rolloutID, path, -1, nil)
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	n, reset, err := ix.catchUpFileLocked(ctx, rolloutID, path, -1, nil)
 	if err != nil {
 		return n, err
 	}
 	if n > 0 || reset {
-		err = ix.dependents(ctx, rolloutID, nil)
+		err = ix.dependentsLocked(ctx, rolloutID, nil)
 	}
 	return n, err
+}
+
+// CatchUpRollouts is CatchUpRollout for several rollouts, in as few
+// transactions as groupRecords allows (the mirror calls it with the
+// rollouts a batch touched): done is called once per id, in order, with
+// the records indexed and that rollout's error. A rollout's error (its
+// mirror file gone or damaged) does not stop the others; an error of the
+// index itself ends the call, and is returned.
+func (ix *Index) CatchUpRollouts(ctx context.Context, ids []string, done func(id string, n int, err error)) error {
+	if ix.dir == "" {
+		return errors.New("index: CatchUpRollouts needs an index opened on a data dir")
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	defer ix.abortGroup()
+	if err := ix.beginGroup(ctx); err != nil {
+		return err
+	}
+	type res struct {
+		id  string
+		n   int
+		err error
+	}
+	var pending []res // told once their group is committed
+	commit := func() error {
+		if err := ix.commitGroup(ctx); err != nil {
+			return err
+		}
+		for _, r := range pending {
+			done(r.id, r.n, r.err)
+		}
+		pending = pending[:0]
+		return nil
+	}
+	for _, id := range ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r := res{id: id}
+		if path := datadir.MirrorPath(ix.dir, id); path == "" {
+			r.err = fmt.Errorf("index: rollout %s: no mirror file: %w", id, fs.ErrNotExist)
+		} else {
+			var reset bool
+			r.n, reset, r.err = ix.catchUpFileLocked(ctx, id, path, -1, nil)
+			if r.err == nil && (r.n > 0 || reset) {
+				r.err = ix.dependentsLocked(ctx, id, nil)
+			}
+		}
+		if r.err != nil && (ctx.Err() != nil || !isRolloutProblem(r.err)) {
+			return r.err
+		}
+		pending = append(pending, r)
+		if ix.grp.records >= groupRecords {
+			if err := commit(); err != nil {
+				return err
+			}
+			if err := ix.beginGroup(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return commit()
 }
 
 // catchUpFile indexes a mirror file from the watermark on, up to ordinal
@@ -216,7 +293,11 @@ func (ix *Index) CatchUpRollout(ctx context.Context, rolloutID string) (int, err
 func (ix *Index) catchUpFile(ctx context.Context, id, path string, limit int64, progress Progress) (n int, reset bool, err error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	st, found, err := loadState(ctx, ix.db, id)
+	return ix.catchUpFileLocked(ctx, id, path, limit, progress)
+}
+
+func (ix *Index) catchUpFileLocked(ctx context.Context, id, path string, limit int64, progress Progress) (n int, reset bool, err error) {
+	st, found, err := loadState(ctx, ix.q(), id)
 	if err != nil {
 		return 0, false, err
 	}
@@ -268,6 +349,9 @@ func resume(f *rollout.File, st *rolloutState) (rollout.Cursor, bool, error) {
 }
 
 func (ix *Index) reset(ctx context.Context, id string) error {
+	if ix.grp != nil {
+		return resetRollout(ctx, ix.grp.sqlTx, id)
+	}
 	tx, err := ix.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

@@ -60,6 +60,9 @@ type Index struct {
 	// deferJudge: applies leave the deliveries to judgeAll (Rebuild and
 	// VerifyIndex's private projections, judged once at the end).
 	deferJudge bool
+	// grp is the catch-up's open transaction over several rollouts (nil:
+	// each batch is a transaction of its own).
+	grp *group
 	// anyPending: some rollout's view prefix was not read whole
 	// (rollouts.base_pending); until then dependents has nothing to do.
 	anyPending bool

@@ -26,10 +26,11 @@ const (
 )
 
 // Indexer is what the mirror tells about new records: the index's
-// CatchUpRollout (internal/index). It is called after the records are
-// durable, never before.
+// CatchUpRollouts (internal/index), with the rollouts a batch touched. It
+// is called after the records are durable, never before; done is called
+// once per rollout, after what was indexed of it is committed.
 type Indexer interface {
-	CatchUpRollout(ctx context.Context, rolloutID string) (int, error)
+	CatchUpRollouts(ctx context.Context, rolloutIDs []string, done func(rolloutID string, n int, err error)) error
 }
 
 // Config configures a Mirror.

@@ -216,6 +216,9 @@ func pending(msg jetstream.Msg) uint64 {
 	return md.NumPending
 }
 
+// indexChunk is how many rollouts the indexer hands the index at once.
+const indexChunk = 256
+
 // runIndexer tells the index about the rollouts each batch touched, after
 // the batch is durable. It does not hold up the next batch: the index may
 // read lines a later batch has written and not fsynced yet (they are on the
@@ -236,24 +239,39 @@ func (m *Mirror) runIndexer(ctx context.Context) {
 		clear(m.dirty)
 		m.mu.Unlock()
 		slices.Sort(ids)
-		for _, id := range ids {
-			r := m.rollout(id)
-			r.repr.RLock()
-			n, err := m.cfg.Index.CatchUpRollout(ctx, id)
-			r.repr.RUnlock()
+		// Chunks of rollouts are caught up together (one transaction for
+		// many small ones); each is held from re-representation (cold
+		// compression) meanwhile, taken in id order.
+		for len(ids) > 0 {
+			chunk := ids[:min(len(ids), indexChunk)]
+			ids = ids[len(chunk):]
+			held := make([]*ro, len(chunk))
+			for i, id := range chunk {
+				held[i] = m.rollout(id)
+				held[i].repr.RLock()
+			}
+			err := m.cfg.Index.CatchUpRollouts(ctx, chunk, func(id string, n int, err error) {
+				m.count(func(s *Status) {
+					s.Indexed += uint64(n)
+					if err != nil {
+						s.IndexErr = err.Error()
+					}
+				})
+				if err != nil && !failing[id] {
+					m.log.Warn("mirror: the index could not catch up a rollout; it lags there", "rollout", id, "err", err)
+				}
+				failing[id] = err != nil
+			})
+			for _, r := range held {
+				r.repr.RUnlock()
+			}
 			if ctx.Err() != nil {
 				return
 			}
-			m.count(func(s *Status) {
-				s.Indexed += uint64(n)
-				if err != nil {
-					s.IndexErr = err.Error()
-				}
-			})
-			if err != nil && !failing[id] {
-				m.log.Warn("mirror: the index could not catch up a rollout; it lags there", "rollout", id, "err", err)
+			if err != nil {
+				m.count(func(s *Status) { s.IndexErr = err.Error() })
+				m.log.Warn("mirror: the index could not catch up; it lags", "rollouts", len(chunk), "err", err)
 			}
-			failing[id] = err != nil
 		}
 	}
 }
