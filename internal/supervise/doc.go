@@ -28,6 +28,12 @@
 // a worker that takes one opens the thread by taking its lease, and a
 // thread already held is refused to it (it drops the offer).
 //
+// An orphan (a thread of a dead worker) stays the supervisor's until a
+// sweep sees it held by a live worker: an offer of it can be lost (taken
+// by a worker that died before taking the lease, or dropped by one that
+// found the dead holder's lease still live), so one not held two lease
+// TTLs after its offer is offered again, up to three times.
+//
 // Why a work queue and not KV assignments or request/reply: the offer
 // survives a coordinator crash (it is in the stream), a worker that dies
 // after taking an offer and before acknowledging it loses it to another

@@ -21,13 +21,27 @@ type Supervisor struct {
 	o   Options
 	// seen is the last heartbeat of each worker the last sweep saw.
 	seen map[string]stream.WorkerInfo
-	// orphans are threads of dead workers not yet offered, with the worker.
+	// orphans are threads of dead workers not yet seen held by a live one,
+	// with the worker.
 	orphans map[string]string
+	// offeredOrphans: when each orphan was last offered, and how often.
+	offeredOrphans map[string]orphanOffer
 	// unknown are threads with mail and no THREADS entry (a child that
 	// never wrote a line): not offered, logged once.
 	unknown map[string]bool
 	stats   Stats
 }
+
+// orphanOffer is when an orphan was last offered, and how many times.
+type orphanOffer struct {
+	at time.Time
+	n  int
+}
+
+// maxOrphanOffers is how many times an orphan is offered before the
+// supervisor gives up on seeing it held: the offer taken and the thread
+// run between two sweeps looks the same as an offer lost.
+const maxOrphanOffers = 3
 
 // Stats count what the supervisor did.
 type Stats struct {
@@ -42,7 +56,8 @@ func New(bus *stream.Bus, o Options) *Supervisor {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Supervisor{bus: bus, o: o, seen: map[string]stream.WorkerInfo{}, orphans: map[string]string{}, unknown: map[string]bool{}}
+	return &Supervisor{bus: bus, o: o, seen: map[string]stream.WorkerInfo{}, orphans: map[string]string{},
+		offeredOrphans: map[string]orphanOffer{}, unknown: map[string]bool{}}
 }
 
 // Run sweeps until ctx ends. A failed sweep is logged and retried at the
@@ -131,9 +146,10 @@ func (s *Supervisor) Sweep(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		_, orphan := s.orphans[th]
 		if l != nil && time.Now().Before(l.Expires) {
-			if _, orphan := s.orphans[th]; orphan && heldByLive(live, th) {
-				delete(s.orphans, th) // a live worker has it now
+			if orphan && heldByLive(live, th) {
+				s.forget(th) // a live worker has it now
 			}
 			continue
 		}
@@ -148,17 +164,40 @@ func (s *Supervisor) Sweep(ctx context.Context) error {
 			}
 			continue
 		}
+		if o, ok := s.offeredOrphans[th]; orphan && ok {
+			// Offered, and still not held: give the offer time to be taken
+			// (a lease TTL for the taker, twice over), then offer again. The
+			// offer may have been lost: taken by a worker that died, or
+			// dropped by one that found the dead holder's lease still live.
+			if time.Since(o.at) < 2*s.bus.WorkerTTL()+s.o.Interval {
+				continue
+			}
+			s.o.Logger.Warn("an orphaned thread is still not held by a live worker; offering it again", "thread", th, "offers", o.n)
+		}
 		offered, err := s.bus.Offer(ctx, th, reason)
 		if err != nil {
 			return err
 		}
-		delete(s.orphans, th)
+		if orphan {
+			o := s.offeredOrphans[th]
+			o.at, o.n = time.Now(), o.n+1
+			s.offeredOrphans[th] = o
+			if o.n >= maxOrphanOffers {
+				s.forget(th)
+			}
+		}
 		if offered {
 			s.stats.Offers++
 			s.o.Logger.Debug("offered", "thread", th, "reason", reason)
 		}
 	}
 	return nil
+}
+
+// forget drops an orphan: a live worker holds it, or it was offered enough.
+func (s *Supervisor) forget(th string) {
+	delete(s.orphans, th)
+	delete(s.offeredOrphans, th)
 }
 
 // incarnation tells one process under a worker id from the next.
