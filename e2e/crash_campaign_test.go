@@ -48,6 +48,28 @@ func TestCrashCampaignShort(t *testing.T) {
 	}
 }
 
+// TestCrashCampaignDiskAndLeaseFaults: the mirror's disk failing a write
+// (ENOSPC, EIO) or an fsync (EIO) under a serving coordinator that is not
+// restarted after it, and a worker killed mid lease renewal: every fault
+// reached, every invariant held.
+func TestCrashCampaignDiskAndLeaseFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a crash campaign of real processes")
+	}
+	c := runCampaign(t, "--seed", "44", "--rounds", "4", "--points", "disk:write-enospc,disk:write-eio,disk:sync-eio,worker:lease_renewal")
+	kills := 0
+	for name, f := range c.Faults {
+		kills += f.Killed
+		if strings.HasPrefix(name, "disk:") && f.Killed != f.Rounds {
+			t.Errorf("%s: %d of %d rounds reached", name, f.Killed, f.Rounds)
+		}
+	}
+	s := c.Totals
+	if c.Rounds != 4 || kills < 3 || s.Lost != 0 || s.ExecutedTwice != 0 || c.TreeEqual != 4 || c.Ordered != 4 || !sameCounts(s.Deliveries, s.Want) {
+		t.Errorf("%d rounds, %d faults injected (%+v), totals %+v, tree equal in %d, ordered in %d", c.Rounds, kills, c.Faults, s, c.TreeEqual, c.Ordered)
+	}
+}
+
 // TestCrashCampaignOnExternalBus: the campaign against a NATS server it
 // did not start (--nats): coordinator kills leave the bus up, and every
 // invariant holds.
