@@ -224,7 +224,7 @@ wait_for "the mirror to show w1's last writes and its leases to expire" 600 brok
 
 step "11. While broken: nobody runs the tree. What a person sees"
 echo "   The lineage tree, from the rollouts (statuses: idle, active, needs_attention):"
-$C tree --data "$DATA" "$ROOT" | live | sed -E 's/; rollout …//; s/^/   /'
+$C tree --data "$DATA" "$ROOT" | live | sed -E 's/; rollout [^;)]+//; s/^/   /'
 echo
 echo "   The child results still unconfirmed: R waits for R-0's, the run for R's:"
 $C unconfirmed --data "$DATA" | grep -E "PARENT|s${SEED}n4d2t3x" | live | sed 's/^ */   /' | retable
@@ -251,13 +251,13 @@ caught_up() { $C tree --data "$DATA" "$ROOT" --json | grep -q '"status": "needs_
 wait_for "the mirror and the index to catch up" 600 caught_up || true
 
 step "13. After recovery"
-$C tree --data "$DATA" "$ROOT" | live | sed -E 's/; rollout …//; s/^/   /'
+$C tree --data "$DATA" "$ROOT" | live | sed -E 's/; rollout [^;)]+//; s/^/   /'
 n=$($C unconfirmed --data "$DATA" --json | grep -c "s${SEED}n4d2t3x" || true)
 echo "   unconfirmed child results and deliveries in the live tree: $n"
 echo
 echo "   R-0's turns now (its crashed turn aborted, the call no longer open):"
 show_turns
-R0=$($C threads --data "$DATA" --search "$ROOT-0" --json | sed -nE "s/.*\"thread_id\": \"$ROOT-0\".*/x/p; s/.*\"current_rollout_id\": \"([0-9A-Z]+)\".*/\1/p" | sed -n '/^x$/{n;p;q}')
+R0=$($C threads --data "$DATA" --search "$ROOT-0" --json | sed -nE "s/.*\"thread_id\": \"$ROOT-0\".*/x/p; s/.*\"current_rollout_id\": \"([^\"]+)\".*/\1/p" | sed -n '/^x$/{n;p;q}')
 FILE="$DATA/rollouts/$R0.jsonl"
 echo "   The record the resume appended to R-0's rollout for the call (reconciled, not re-run):"
 grep '"type":"reconciled","call_id"' "$FILE" | sed -E 's/.*"outcome":"([^"]*)","evidence":"([^"]*)","by":"([^"]*)".*/     the call apply (key R-0-t3): outcome \1, by \3: "\2"/' | live
