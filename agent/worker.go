@@ -140,6 +140,11 @@ type worker struct {
 	info     stream.WorkerInfo
 	held     map[string]bool
 	lastBeat time.Time
+	// beatMu makes each heartbeat's snapshot and write one step: two
+	// beats in flight (the periodic one and a hold's) could otherwise land
+	// in the other order, and an older list of threads overwrite the one
+	// naming a thread just taken, which a death then loses.
+	beatMu sync.Mutex
 }
 
 // run opens an offered thread, runs the handler and closes the thread. Only
@@ -223,8 +228,14 @@ func (w *worker) inherit(ctx context.Context) error {
 	return nil
 }
 
+// beatSnapshotted is a test hook: it runs between a beat's snapshot of the
+// threads held and its write. Nil in production.
+var beatSnapshotted func(threads []string)
+
 // beat writes the heartbeat with the threads held now.
 func (w *worker) beat(ctx context.Context, stopped bool) error {
+	w.beatMu.Lock()
+	defer w.beatMu.Unlock()
 	w.mu.Lock()
 	info := w.info
 	info.Stopped = stopped
@@ -234,6 +245,9 @@ func (w *worker) beat(ctx context.Context, stopped bool) error {
 	}
 	w.mu.Unlock()
 	sort.Strings(info.Threads)
+	if beatSnapshotted != nil {
+		beatSnapshotted(info.Threads)
+	}
 	if err := w.c.bus.Heartbeat(ctx, info); err != nil {
 		return err
 	}
