@@ -3,10 +3,13 @@ package mirror
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/logbook-agents/logbook/internal/datadir"
 )
 
 // DiskFaultEnv names the environment variable that gives a mirror a failing
@@ -15,7 +18,8 @@ import (
 //
 //	LOGBOOK_DISKFAULT=op:ERRNO:n[,op:ERRNO:n...]
 //
-// makes the nth call (from 1) of op on the mirror files fail with ERRNO,
+// makes the nth call (from 1) of op on the mirror files (rollouts/*.jsonl;
+// not the mirror's epochs or state files) fail with ERRNO,
 // once: op is write (half of the bytes are written first, as a filling disk
 // does) or sync (the data stays in the page cache); ERRNO is ENOSPC or EIO.
 // Each injected fault writes one line to stderr,
@@ -62,6 +66,9 @@ type envFaultFS struct {
 }
 
 func (fs *envFaultFS) next(op, name string) error {
+	if filepath.Base(filepath.Dir(name)) != datadir.Rollouts || !strings.HasSuffix(name, datadir.JSONLExt) {
+		return nil // not a mirror file (the epochs and state files, kept-aside reasons)
+	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.count[op]++

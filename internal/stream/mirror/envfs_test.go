@@ -43,3 +43,21 @@ func TestDiskFaultEnvRefusesBadSpecs(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskFaultEnvSparesOtherFiles: only the mirror files count: the
+// mirror's epochs file (written at start-up) neither fails nor uses up a
+// fault meant for a mirror file.
+func TestDiskFaultEnvSparesOtherFiles(t *testing.T) {
+	t.Setenv(DiskFaultEnv, "write:EIO:1")
+	fs, err := diskFaultFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef := fs.(*envFaultFS)
+	if err := ef.next("write", "/d/.mirror.epochs.tmp"); err != nil {
+		t.Errorf("the epochs file: %v", err)
+	}
+	if err := ef.next("write", "/d/rollouts/r1.jsonl"); err == nil {
+		t.Error("the first write of a mirror file did not fail")
+	}
+}
