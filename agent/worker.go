@@ -159,6 +159,8 @@ func (w *worker) run(ctx context.Context, o *stream.Offered) error {
 	var held *LeaseHeldError
 	switch {
 	case errors.As(err, &held):
+		c.log.Info("offered thread is held by another; dropping the offer", "worker", w.spec.ID, "thread", o.Thread,
+			"holder", held.Holder, "expires", held.Expires)
 		o.Ack(ctx) // someone runs it; the supervisor offers it again if it stays runnable
 		return nil
 	case err != nil:
