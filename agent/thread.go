@@ -86,6 +86,11 @@ func (c *Client) create(ctx context.Context, spec ThreadSpec, parent string) (*T
 	if err != nil {
 		return nil, err
 	}
+	return c.createChecked(ctx, spec, parent)
+}
+
+// createChecked is create for a spec checkNew passed (defaults filled).
+func (c *Client) createChecked(ctx context.Context, spec ThreadSpec, parent string) (*Thread, error) {
 	lease, err := c.bus.TakeLease(ctx, spec.ID, stream.LeaseOptions{Holder: c.name})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -166,7 +171,7 @@ func (c *Client) toWrite(ctx context.Context, spec ThreadSpec, parent string) ([
 	meta := rollout.SessionMeta{ID: spec.ID, RolloutID: spec.RolloutID, ParentThreadID: parent,
 		Source: rollout.Source{Kind: "agent"}, AgentRole: spec.Role, Cwd: spec.Cwd, HistoryMode: spec.HistoryMode}
 	recs := []rollout.Record{(&rollout.Builder{}).Meta(meta)}
-	u, err := ops.FindUnrecorded(ctx, c.bus, spec.ID, spec.RolloutID)
+	u, err := ops.FindUnrecorded(ctx, c.bus, spec.RolloutID)
 	if err == nil && u != nil {
 		recs, err = u.Finish(recs)
 		if errors.Is(err, ops.ErrOtherCreate) {
@@ -244,7 +249,7 @@ func (t *Thread) Spawn(ctx context.Context, spec ThreadSpec, task Task) (*Child,
 	if err := t.w.Flush(ctx); err != nil {
 		return nil, t.failed(err)
 	}
-	child, err := t.c.create(ctx, spec, t.id)
+	child, err := t.c.createChecked(ctx, spec, t.id)
 	if err != nil {
 		return nil, err
 	}

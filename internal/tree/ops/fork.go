@@ -130,7 +130,7 @@ func Fork(ctx context.Context, bus *stream.Bus, src *Source, opt ForkOptions) (*
 	defer lease.Release(context.WithoutCancel(ctx))
 	// A fork that died before its THREADS entry left (part of) this
 	// rollout: finish it, or refuse a rollout id that holds anything else.
-	u, err := FindUnrecorded(ctx, bus, res.Thread, res.Rollout)
+	u, err := FindUnrecorded(ctx, bus, res.Rollout)
 	if err != nil {
 		return nil, fmt.Errorf("ops: fork %s: %w", res.Thread, err)
 	}

@@ -27,10 +27,10 @@ type Unrecorded struct {
 	Records []rollout.Record // as stored, the canonical session_meta first
 }
 
-// FindUnrecorded reads rolloutID from the bus for a create of thread: nil
-// when the bus holds no record of it. Call it holding the thread's lease, so
-// nobody writes the rollout meanwhile.
-func FindUnrecorded(ctx context.Context, bus *stream.Bus, thread, rolloutID string) (*Unrecorded, error) {
+// FindUnrecorded reads rolloutID from the bus for a create: nil when the
+// bus holds no record of it. Call it holding the new thread's lease, so
+// nobody writes the rollout meanwhile; Finish judges what it holds.
+func FindUnrecorded(ctx context.Context, bus *stream.Bus, rolloutID string) (*Unrecorded, error) {
 	if _, tail, err := bus.LastRecord(ctx, rolloutID); err != nil {
 		return nil, err
 	} else if tail.Seq == 0 {
