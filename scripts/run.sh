@@ -111,7 +111,15 @@ grep -h 'faults:' "$DATA/serve.log" | sed 's/^/   coordinator: /'
 
 step "4. Restart: the mirror cuts the torn line, resumes from its watermark, the index catches up"
 serve
-grep -h 'torn' "$DATA/serve.log" | head -1 | sed 's/.*msg="\([^"]*\)".*/   \1/'
+# The torn line is cut when the mirror next appends to that rollout: the
+# message it was writing, taken off the bus again from the watermark. That
+# happens just after start-up, so wait for it rather than race it.
+repaired() { grep -q 'torn tail repaired' "$DATA/serve.log"; }
+if wait_for "the mirror to repair the torn line" 300 repaired; then
+	grep -h 'torn tail repaired' "$DATA/serve.log" | head -1 | sed 's/.*msg="\([^"]*\)".*/   \1/'
+else
+	echo "the mirror never repaired the torn line:"; cat "$DATA/serve.log"; exit 1
+fi
 echo "   importing again publishes only what never landed (nothing twice):"
 for dir in testdata/examples/release-tree testdata/codex-real; do
 	out=$($C import --data "$DATA" "$dir" 2>&1 | tail -3) || true
