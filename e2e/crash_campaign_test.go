@@ -88,6 +88,31 @@ func TestCrashCampaignOnExternalBus(t *testing.T) {
 	}
 }
 
+// TestCrashCampaignOnOwnCluster: the campaign with a three-node cluster of
+// its own (--cluster 3: agent-sim nats-node child processes, streams with
+// three replicas) SIGKILLs whichever node leads ROLLOUTS in the middle of
+// a tree and starts it again after a lease TTL; with coordinator and
+// worker kills beside it, every invariant holds, against a bus that is the
+// campaign's alone (deliveries confirmed counted exactly).
+func TestCrashCampaignOnOwnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a crash campaign of real processes and a 3-node cluster")
+	}
+	c := runCampaign(t, "--seed", "45", "--rounds", "3", "--cluster", "3", "--points", "nats-leader-kill,coordinator-kill,worker-kill")
+	lk := c.Faults["nats-leader-kill"]
+	if c.Rounds != 3 || lk.Rounds == 0 || lk.Killed != lk.Rounds || c.Totals.Lost != 0 || c.Totals.ExecutedTwice != 0 || c.TreeEqual != 3 || c.Ordered != 3 {
+		t.Errorf("%d rounds, faults %+v, totals %+v, tree equal in %d, ordered in %d", c.Rounds, c.Faults, c.Totals, c.TreeEqual, c.Ordered)
+	}
+	if !strings.Contains(c.Bus, "cluster of 3") {
+		t.Errorf("bus %q, want the campaign's cluster", c.Bus)
+	}
+	for _, r := range c.Detail {
+		if r.Point == "nats-leader-kill" && (r.Outcome != "killed" || !strings.HasPrefix(r.Died, "n")) {
+			t.Errorf("round %d: the leader kill %s, took down %q; want a node killed", r.Round, r.Outcome, r.Died)
+		}
+	}
+}
+
 // sameCounts: equal maps of counts, a missing key counting 0.
 func sameCounts(a, b map[string]int) bool {
 	for k, n := range a {
@@ -126,6 +151,12 @@ type campaignJSON struct {
 	Ordered    int               `json:"rounds_index_le_mirror_le_jetstream"`
 	Final      []string          `json:"final_checks"`
 	Violations []json.RawMessage `json:"violations"`
+	Detail     []struct {
+		Round   int    `json:"round"`
+		Point   string `json:"point"`
+		Outcome string `json:"outcome"`
+		Died    string `json:"died"`
+	} `json:"round_detail"`
 }
 
 // runCampaign runs agent-sim crash --json with args; it must exit 0 with no

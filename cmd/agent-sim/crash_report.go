@@ -107,7 +107,7 @@ func (c *campaign) render(w io.Writer) {
 	for n := range c.Faults {
 		names = append(names, n)
 	}
-	order := allFaults()
+	order := allFaults(true)
 	sort.Slice(names, func(i, j int) bool { return indexOf(order, names[i]) < indexOf(order, names[j]) })
 	var total faultTally
 	for _, n := range names {

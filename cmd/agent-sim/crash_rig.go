@@ -21,7 +21,8 @@ import (
 // campaign's own connection to the bus.
 type rig struct {
 	dir, data, ledger, acks string
-	external                string // --nats URL; "" embeds the bus in the coordinator
+	external                string      // --nats URL (or the cluster's); "" embeds the bus in the coordinator
+	cluster                 *busCluster // --cluster: the nodes the campaign started
 	leaseTTL                time.Duration
 
 	url, natsAddr, httpAddr string // read back from the data dir at the first start
@@ -40,7 +41,7 @@ type rig struct {
 
 type rigConfig struct {
 	dir, coordinator, self, natsURL string
-	workers                         int
+	workers, cluster                int
 	leaseTTL                        time.Duration
 }
 
@@ -53,14 +54,25 @@ func startRig(ctx context.Context, c rigConfig) (*rig, error) {
 			return nil, err
 		}
 	}
+	if c.cluster > 0 {
+		cl, err := startCluster(ctx, c.dir, c.self, logs, c.cluster)
+		if err != nil {
+			return nil, err
+		}
+		r.cluster, r.external, c.natsURL = cl, cl.URLs(), cl.URLs()
+	}
 	args := []string{"serve", "--data", r.data, "--listen", "127.0.0.1:0", "--lease-ttl", c.leaseTTL.String(), "--cold-after", "1s"}
 	if c.natsURL != "" {
 		args = append(args, "--nats", c.natsURL)
+		if r.cluster != nil {
+			args = append(args, "--replicas", "3")
+		}
 	} else {
 		args = append(args, "--nats-listen", "127.0.0.1:0")
 	}
 	r.serve = &proc{name: "coordinator", bin: c.coordinator, args: args, logs: logs}
 	if err := r.startServe(ctx, nil); err != nil {
+		r.close()
 		return nil, err
 	}
 	// Restarts bind the same addresses, so every client finds the bus where it was.
@@ -178,6 +190,18 @@ func (r *rig) supervise(ctx context.Context) error {
 			return err
 		}
 	}
+	if r.cluster != nil {
+		for _, p := range r.cluster.nodes {
+			if done, expected := p.exited(); done {
+				if !expected {
+					r.restarts[p.name]++
+				}
+				if err := r.cluster.start(ctx, p); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	for _, p := range append([]*proc{r.world}, r.workers...) {
 		if done, expected := p.exited(); done {
 			if !expected {
@@ -217,5 +241,8 @@ func (r *rig) close() {
 	}
 	if r.serve != nil && r.serve.running() {
 		r.serve.term(10 * time.Second)
+	}
+	if r.cluster != nil {
+		r.cluster.close()
 	}
 }

@@ -27,7 +27,8 @@ const (
 type roundResult struct {
 	fault
 	Outcome string `json:"outcome"`
-	// Died: the process an armed point killed.
+	// Died: the process an armed point killed, or the NATS node
+	// (the ROLLOUTS leader) nats-leader-kill took down.
 	Died string `json:"died,omitempty"`
 	// Fenced: a stopped worker exited with a fencing error once continued.
 	Fenced  bool `json:"fenced,omitempty"`
@@ -173,7 +174,7 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 	}
 	// Random faults land at a moment of the work.
 	switch f.Point {
-	case "worker-kill", "coordinator-kill", "worker-stop":
+	case "worker-kill", "coordinator-kill", "worker-stop", natsLeaderKill:
 		select {
 		case <-time.After(f.Delay):
 		case <-rctx.Done():
@@ -184,6 +185,12 @@ func runRound(ctx context.Context, r *rig, f fault, roundTimeout time.Duration) 
 			err = sup.locked(func() error { victim.kill(); return victim.start() })
 		case "coordinator-kill":
 			err = sup.locked(func() error { r.serve.kill(); return r.startServe(rctx, nil) })
+		case natsLeaderKill: // down for a lease TTL: past the raft election, leases may lapse
+			err = sup.locked(func() error {
+				name, err := r.cluster.killLeader(rctx, r.nc, r.leaseTTL)
+				res.Died = name
+				return err
+			})
 		case "worker-stop":
 			err = sup.locked(func() error {
 				victim.signal(syscall.SIGSTOP)

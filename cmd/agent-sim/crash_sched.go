@@ -18,6 +18,12 @@ import (
 //	coordinator:POINT     the coordinator restarted with LOGBOOK_CRASH=POINT:N dies there
 //	disk:FAULT            the coordinator restarted with LOGBOOK_DISKFAULT: the Nth write or
 //	                      fsync of a mirror file fails once (ENOSPC, EIO); it must recover alone
+//	nats-leader-kill      with --cluster only: SIGKILL of the node leading ROLLOUTS at a random
+//	                      moment, started again after a lease TTL on the same store and ports
+
+// natsLeaderKill is the fault only a campaign that owns its cluster
+// (--cluster) can inject.
+const natsLeaderKill = "nats-leader-kill"
 
 // coordinatorPoints are the coordinator's crash points (internal/faults)
 // a campaign can reach. revert.after-seal is not among them: simulated
@@ -37,8 +43,9 @@ var diskFaults = map[string]string{
 	"sync-eio":     "sync:EIO",
 }
 
-// allFaults lists every fault name, in a fixed order.
-func allFaults() []string {
+// allFaults lists every fault name, in a fixed order; nats-leader-kill
+// (last) only for a campaign with its own cluster.
+func allFaults(cluster bool) []string {
 	out := []string{"worker-kill", "worker-stop", "coordinator-kill"}
 	var ws []string
 	for p := range crashPoints {
@@ -54,13 +61,18 @@ func allFaults() []string {
 		ds = append(ds, "disk:"+p)
 	}
 	slices.Sort(ds)
-	return append(out, ds...)
+	out = append(out, ds...)
+	if cluster {
+		out = append(out, natsLeaderKill)
+	}
+	return out
 }
 
 // parsePoints reads --points: comma-separated fault names, "worker:*",
-// "coordinator:*" or "disk:*" for all of a kind's points, or "all".
-func parsePoints(spec string) ([]string, error) {
-	all := allFaults()
+// "coordinator:*" or "disk:*" for all of a kind's points, or "all" (with
+// nats-leader-kill when the campaign runs its own cluster).
+func parsePoints(spec string, cluster bool) ([]string, error) {
+	all := allFaults(cluster)
 	if spec == "" || spec == "all" {
 		return all, nil
 	}
@@ -81,6 +93,9 @@ func parsePoints(spec string) ([]string, error) {
 			}
 		case slices.Contains(all, part):
 			add = []string{part}
+		}
+		if len(add) == 0 && part == natsLeaderKill {
+			return nil, fmt.Errorf("--points: %s needs --cluster N (the campaign kills only NATS nodes it started itself)", part)
 		}
 		if len(add) == 0 {
 			return nil, fmt.Errorf("--points: %q is not a fault (want all, worker:*, coordinator:*, disk:* or some of: %s)", part, strings.Join(all, ", "))

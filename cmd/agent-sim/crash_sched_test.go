@@ -10,7 +10,7 @@ import (
 // delays, victims and trees (the run nonce aside); another seed draws
 // another sequence; every fault comes once per len(points) rounds.
 func TestScheduleIsTheSeeds(t *testing.T) {
-	points := allFaults()
+	points := allFaults(false)
 	a := schedule(7, 3*len(points), points, 3, "a")
 	b := schedule(7, 3*len(points), points, 3, "b")
 	for i := range a {
@@ -40,18 +40,28 @@ func TestScheduleIsTheSeeds(t *testing.T) {
 }
 
 func TestParsePoints(t *testing.T) {
-	all := allFaults()
+	all := allFaults(false)
 	for spec, want := range map[string]int{"": len(all), "all": len(all), "worker:*": len(crashPoints),
 		"coordinator:*": len(coordinatorPoints), "disk:*": len(diskFaults), "worker-kill,worker-kill,coordinator-kill": 2} {
-		got, err := parsePoints(spec)
+		got, err := parsePoints(spec, false)
 		if err != nil || len(got) != want {
 			t.Errorf("parsePoints(%q) = %v, %v; want %d faults", spec, got, err, want)
 		}
 	}
 	for _, bad := range []string{"worker:nope", "kill", "disk:nope", "net:*"} {
-		if _, err := parsePoints(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		if _, err := parsePoints(bad, false); err == nil || !strings.Contains(err.Error(), bad) {
 			t.Errorf("parsePoints(%q): %v, want an error naming it", bad, err)
 		}
+	}
+	// The leader kill only with a cluster of the campaign's own.
+	if _, err := parsePoints(natsLeaderKill, false); err == nil || !strings.Contains(err.Error(), "--cluster") {
+		t.Errorf("nats-leader-kill without --cluster: %v, want an error naming --cluster", err)
+	}
+	if got, err := parsePoints("all", true); err != nil || len(got) != len(all)+1 || got[len(got)-1] != natsLeaderKill {
+		t.Errorf("all with a cluster: %v, %v; want every fault and %s", got, err, natsLeaderKill)
+	}
+	if got, err := parsePoints(natsLeaderKill+",worker-kill", true); err != nil || len(got) != 2 {
+		t.Errorf("nats-leader-kill,worker-kill with a cluster: %v, %v", got, err)
 	}
 }
 

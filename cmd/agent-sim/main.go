@@ -81,6 +81,7 @@ package only.
   agent-sim run    --nats URL --seed S ...    run one tree to completion
   agent-sim crash  --seed S --rounds R        a crash campaign: kill workers and the
                                               coordinator under live trees, check invariants
+  agent-sim nats-node --name N --store DIR ... one JetStream cluster node (crash --cluster)
 
 A coordinator must be serving the bus (coordinator serve): it sets the bus up
 and offers runnable threads to the workers.
@@ -92,7 +93,7 @@ for a usage error.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newWorldCmd(), newWorkerCmd(), newRunCmd(), newCrashCmd(), newEnumerateCmd())
+	root.AddCommand(newWorldCmd(), newWorkerCmd(), newRunCmd(), newCrashCmd(), newEnumerateCmd(), newNATSNodeCmd())
 	return root
 }
 

@@ -66,6 +66,9 @@ TTL: a zombie) stops with a fencing error and exit status 1.`,
 			if err := cf.check(); err != nil {
 				return err
 			}
+			if think < 0 {
+				return usageError{fmt.Errorf("--think %s: want 0 or more", think)}
+			}
 			point, hit, err := parseCrashFlag(crashAt)
 			if err != nil {
 				return usageError{err}

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -37,6 +39,15 @@ type ServerConfig struct {
 	// TLS, when set, makes clients connect with TLS (in-process
 	// connections excepted); with its CaFile and Verify, mutual TLS.
 	TLS *server.TLSConfigOpts
+	// Cluster, when set, makes the server a node of a JetStream cluster.
+	Cluster *ClusterConfig
+}
+
+// ClusterConfig makes an embedded server a cluster node.
+type ClusterConfig struct {
+	Name   string   // the cluster's name, the same on every node
+	Listen string   // the route listener's host:port; port 0 means a random port
+	Routes []string // nats://host:port of the other nodes' route listeners (at least one)
 }
 
 // StartServer starts an embedded nats-server with JetStream, its own signal
@@ -73,6 +84,11 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		opts.TLSConfig, opts.TLS, opts.TLSVerify = tc, true, cfg.TLS.Verify
 		opts.TLSTimeout = cfg.TLS.Timeout
 	}
+	if c := cfg.Cluster; c != nil {
+		if err := clusterOpts(opts, c); err != nil {
+			return nil, err
+		}
+	}
 	switch cfg.Fsync {
 	case "", FsyncAlways:
 		opts.SyncAlways = true
@@ -80,13 +96,13 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 	default:
 		return nil, fmt.Errorf("stream: --fsync %q: want %s or %s", cfg.Fsync, FsyncAlways, FsyncInterval)
 	}
-	if port != server.RANDOM_PORT {
-		// The server reports a busy port only by never becoming ready: ask first.
-		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-		if err != nil {
-			return nil, fmt.Errorf("stream: embedded nats-server cannot listen on %s (--nats-listen): %w", cfg.Listen, err)
+	if err := free(host, port, cfg.Listen, "--nats-listen"); err != nil {
+		return nil, err
+	}
+	if cfg.Cluster != nil {
+		if err := free(opts.Cluster.Host, opts.Cluster.Port, cfg.Cluster.Listen, "the cluster listener"); err != nil {
+			return nil, err
 		}
-		l.Close()
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
@@ -101,7 +117,51 @@ func StartServer(cfg ServerConfig) (*server.Server, error) {
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("stream: embedded nats-server on %s did not become ready (port in use?)", cfg.Listen)
 	}
+	if cfg.Cluster != nil {
+		for deadline := time.Now().Add(10 * time.Second); ns.ClusterAddr() == nil; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				ns.Shutdown()
+				ns.WaitForShutdown()
+				return nil, fmt.Errorf("stream: embedded nats-server: no cluster listener on %s", cfg.Cluster.Listen)
+			}
+		}
+	}
 	return ns, nil
+}
+
+// free reports a busy fixed port before the server is started: the server
+// says so only by never becoming ready.
+func free(host string, port int, addr, what string) error {
+	if port == server.RANDOM_PORT {
+		return nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("stream: embedded nats-server cannot listen on %s (%s): %w", addr, what, err)
+	}
+	return l.Close()
+}
+
+// clusterOpts sets a cluster node's options from c.
+func clusterOpts(opts *server.Options, c *ClusterConfig) error {
+	if c.Name == "" || len(c.Routes) == 0 {
+		return errors.New("stream: a cluster node needs the cluster's name and at least one route")
+	}
+	host, port, err := ParseListen(c.Listen)
+	if err != nil {
+		return fmt.Errorf("stream: cluster listener: %w", err)
+	}
+	var routes []*url.URL
+	for _, r := range c.Routes {
+		u, err := url.Parse(strings.TrimSpace(r))
+		if err != nil || u.Scheme != "nats" || u.Port() == "" {
+			return fmt.Errorf("stream: cluster route %q: want nats://host:port", r)
+		}
+		routes = append(routes, u)
+	}
+	opts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port}
+	opts.Routes = routes
+	return nil
 }
 
 // ParseListen splits host:port; port 0 becomes -1, nats-server's "random"
