@@ -8,14 +8,41 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 )
 
 func main() {
+	stop := startCPUProfile(os.Stderr)
 	code := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	stop()
 	if os.Getenv(peakRSSEnv) != "" {
 		reportPeakRSS(os.Stderr)
 	}
 	os.Exit(code)
+}
+
+// cpuProfileEnv names a file the process writes a CPU profile of its
+// whole run to (go tool pprof reads it): for profiling benchmarks, e.g. a
+// serving coordinator under an import; serve must end cleanly (SIGTERM).
+const cpuProfileEnv = "LOGBOOK_CPUPROFILE"
+
+// startCPUProfile starts the profile LOGBOOK_CPUPROFILE asks for and
+// returns what stops it; a profile that cannot start is said on w and
+// the run goes on without it.
+func startCPUProfile(w io.Writer) func() {
+	path := os.Getenv(cpuProfileEnv)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(w, "warning: %s=%s: no CPU profile: %v\n", cpuProfileEnv, path, err)
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 // peakRSSEnv asks the process to print its peak resident set size at exit
