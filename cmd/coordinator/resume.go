@@ -17,7 +17,6 @@ import (
 	"github.com/logbook-agents/logbook/internal/reconcile"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
-	"github.com/logbook-agents/logbook/internal/tree"
 	"github.com/logbook-agents/logbook/internal/tree/ops"
 )
 
@@ -76,7 +75,7 @@ error.`,
 				RetryProvenNotExecuted: retry,
 				Model:                  model,
 				Deliveries: func(ctx context.Context) ([]dedupe.Delivery, error) {
-					return deliveriesFor(ctx, bus, &bf, thread)
+					return deliveriesFor(ctx, bus, thread)
 				},
 				DataDir: mirrorDir(&bf),
 			}
@@ -119,25 +118,11 @@ func mirrorDir(bf *busFlags) string {
 	return dir
 }
 
-// deliveriesFor is the ledger a resume needs: the mirror's, when this data
-// dir has one (its lag is covered by checking receipts on the bus), else the
-// thread's own rollouts from the bus.
-func deliveriesFor(ctx context.Context, bus *stream.Bus, bf *busFlags, thread string) ([]dedupe.Delivery, error) {
-	var c *tree.Corpus
-	if dir, err := bf.dataDir(); err == nil {
-		if st, err := os.Stat(datadir.RolloutsDir(dir)); err == nil && st.IsDir() {
-			if c, err = tree.LoadDir(datadir.RolloutsDir(dir)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if c == nil {
-		var err error
-		if c, err = ops.CorpusFromBus(ctx, bus, thread); err != nil {
-			return nil, err
-		}
-	}
-	return tree.Build(c, tree.Options{}).Deliveries, nil
+// deliveriesFor is the ledger a resume or a reconcile of thread needs: its
+// deliveries, read from the bus with its peers' views (ops.ThreadDeliveries;
+// never the whole mirror, which may lag the bus and grows with the data dir).
+func deliveriesFor(ctx context.Context, bus *stream.Bus, thread string) ([]dedupe.Delivery, error) {
+	return ops.ThreadDeliveries(ctx, bus, thread)
 }
 
 func userName() string {
@@ -267,7 +252,7 @@ of --call and --msg).`,
 				rec.By = "person:" + userName()
 			}
 			ord, err := reconcile.Note(ctx, bus, args[0], holder("reconcile"), rec, func(ctx context.Context) ([]dedupe.Delivery, error) {
-				return deliveriesFor(ctx, bus, &bf, args[0])
+				return deliveriesFor(ctx, bus, args[0])
 			})
 			if err != nil {
 				return err

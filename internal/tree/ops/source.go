@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/logbook-agents/logbook/internal/dedupe"
 	"github.com/logbook-agents/logbook/internal/replay"
 	"github.com/logbook-agents/logbook/internal/rollout"
 	"github.com/logbook-agents/logbook/internal/stream"
@@ -149,25 +151,65 @@ func (s *Source) basePosition(viewOff int64) (rollout.HistoryPosition, error) {
 }
 
 // CorpusFromBus reads the current views of some threads from the bus into a
-// corpus (for the delivery ledger of a resume when there is no mirror).
+// corpus.
 func CorpusFromBus(ctx context.Context, bus *stream.Bus, threads ...string) (*tree.Corpus, error) {
 	c := tree.NewCorpus()
+	return c, addFromBus(ctx, bus, c, threads...)
+}
+
+// ThreadDeliveries is the ledger of one thread's deliveries, from the bus
+// alone (no mirror, which may lag it, and nothing of threads it never
+// exchanged mail with): its view is read, then the views of every thread
+// it sent to or logged a receipt from, and the deliveries from or to it
+// are kept. What a resume and a reconcile of the thread need, at a cost in
+// its peers, not in the data dir's size.
+func ThreadDeliveries(ctx context.Context, bus *stream.Bus, thread string) ([]dedupe.Delivery, error) {
+	c, err := CorpusFromBus(ctx, bus, thread)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{thread: true}
+	var peers []string
+	for _, d := range tree.Build(c, tree.Options{}).Deliveries {
+		for _, p := range []string{d.FromThread, d.ToThread} {
+			if p != "" && !seen[p] {
+				seen[p] = true
+				peers = append(peers, p)
+			}
+		}
+	}
+	slices.Sort(peers)
+	if err := addFromBus(ctx, bus, c, peers...); err != nil {
+		return nil, err
+	}
+	var out []dedupe.Delivery
+	for _, d := range tree.Build(c, tree.Options{}).Deliveries {
+		if d.FromThread == thread || d.ToThread == thread {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// addFromBus adds the current views of threads, read from the bus, to c
+// (a thread with no rollout skipped, a rollout c holds kept).
+func addFromBus(ctx context.Context, bus *stream.Bus, c *tree.Corpus, threads ...string) error {
 	for _, th := range threads {
 		src, err := Load(ctx, bus, th)
 		if errors.Is(err, ErrNoThread) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for id, r := range src.Corpus.Rollouts {
 			if _, ok := c.Rollouts[id]; ok {
 				continue
 			}
 			if err := c.Add(r.Log); err != nil { // already read from the bus by Load
-				return nil, err
+				return err
 			}
 		}
 	}
-	return c, nil
+	return nil
 }
