@@ -166,7 +166,7 @@ func BenchmarkRebuildTree(b *testing.B) {
 // the mirror after each fsync): every apply judges its deliveries.
 func BenchmarkCatchUpTree(b *testing.B) {
 	src := b.TempDir()
-	regularTree(b, src, 10, 3, 8)
+	regularTree(b, src, 10, benchTreeDepth(), 8)
 	b.ResetTimer()
 	var records int
 	for i := 0; i < b.N; i++ {
@@ -190,4 +190,13 @@ func BenchmarkCatchUpTree(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
+}
+
+// benchTreeDepth is BenchmarkCatchUpTree's tree depth: 3 (1,111 threads),
+// or LOGBOOK_BENCH_DEPTH (4: 11,111 threads).
+func benchTreeDepth() int {
+	if d, err := strconv.Atoi(os.Getenv("LOGBOOK_BENCH_DEPTH")); err == nil && d >= 2 {
+		return d
+	}
+	return 3
 }
