@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,4 +182,41 @@ func runCampaign(t *testing.T, args ...string) campaignJSON {
 		t.Fatalf("violations %s, final checks %q", c.Violations, c.Final)
 	}
 	return c
+}
+
+// TestCrashCampaignInterrupted: SIGTERM in the middle of a campaign stops
+// it, its child processes with it, and it says it was interrupted (exit 1,
+// the directory kept), not that a round's tree failed.
+func TestCrashCampaignInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a crash campaign of real processes")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(agentSimBin(t), "crash", "--coordinator", coordinatorBin(t), "--dir", dir, "--seed", "46", "--rounds", "50", "--points", "worker-kill")
+	var errb syncBuffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !poll(120*time.Second, func() bool { return strings.Contains(errb.String(), "round 1/50") }) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the campaign never finished a round:\n%s", errb.String())
+	}
+	time.Sleep(500 * time.Millisecond) // into round 2
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1\n%s", err, errb.String())
+	}
+	out := errb.String()
+	if !strings.Contains(out, "interrupted in round") || strings.Contains(out, "did not complete") || !strings.Contains(out, "its directory is kept: "+dir) {
+		t.Errorf("stderr:\n%s", lastLines(out, 10))
+	}
+	// Nothing the campaign started is left running.
+	b, _ := exec.Command("pgrep", "-f", dir).Output()
+	if s := strings.TrimSpace(string(b)); s != "" {
+		t.Errorf("processes of the campaign still running: %s", s)
+	}
 }

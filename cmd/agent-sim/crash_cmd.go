@@ -191,10 +191,14 @@ func runCrash(ctx context.Context, f crashFlags, points []string, stdout, stderr
 	want := map[string]string{}
 	for _, ft := range plan {
 		if ctx.Err() != nil {
-			failure = ctx.Err()
+			failure = fmt.Errorf("seed %d: interrupted in round %d (%s) after %d rounds: %w", f.seed, ft.Round, ft, c.Rounds, ctx.Err())
 			break
 		}
 		res, err := runRound(ctx, r, ft, f.roundTimeout)
+		if err != nil && ctx.Err() != nil { // stopped (SIGINT, SIGTERM): not a finding
+			failure = fmt.Errorf("seed %d: interrupted in round %d (%s) after %d rounds: %w", f.seed, ft.Round, ft, c.Rounds, ctx.Err())
+			break
+		}
 		if err != nil {
 			failure = fmt.Errorf("seed %d, round %d, fault %s: %w (rerun: agent-sim crash --seed %d --rounds %d --points %s)",
 				f.seed, ft.Round, ft, err, f.seed, ft.Round, strings.Join(points, ","))
