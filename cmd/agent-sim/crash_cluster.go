@@ -32,7 +32,7 @@ type busCluster struct {
 // node has told its ports, their arguments are fixed: a restart binds the
 // same ports and routes to every other node.
 func startCluster(ctx context.Context, dir, self, logs string, n int) (*busCluster, error) {
-	c := &busCluster{dir: filepath.Join(dir, "nats"), client: map[string]string{}, route: map[string]string{}}
+	c := &busCluster{dir: filepath.Join(dir, "cluster"), client: map[string]string{}, route: map[string]string{}}
 	routes := []string{"nats://127.0.0.1:1"}
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("n%d", i)
