@@ -138,8 +138,12 @@ func OpenFile(ctx context.Context, path string, opt Options) (*Index, error) {
 		return nil, fmt.Errorf("index: %w", err)
 	}
 	f.Close()
+	// temp_store(MEMORY): the catch-up puts each rollout's batch in a
+	// savepoint, and SQLite keeps the pages a savepoint first changes in a
+	// sub-journal, a temporary file by default (a pwrite each): in memory
+	// the catch-up does about a third more records a second.
 	db, err := sql.Open("sqlite", dsn(path, "_pragma=journal_mode(WAL)", "_pragma=synchronous(NORMAL)",
-		"_pragma=busy_timeout(10000)", "_txlock=immediate"))
+		"_pragma=busy_timeout(10000)", "_pragma=temp_store(MEMORY)", "_txlock=immediate"))
 	if err != nil {
 		return nil, err
 	}
