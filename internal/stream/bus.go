@@ -27,6 +27,9 @@ type Bus struct {
 	recordLimit      int
 	log              *slog.Logger
 	gets             atomic.Int64 // ROLLOUTS messages fetched (getMsg calls)
+	// answering, when a test sets it, runs before a thread record is
+	// answered (ServeThreadRecords), with the request's thread.
+	answering func(thread string)
 }
 
 // Options tune a Bus.

@@ -127,22 +127,40 @@ func (b *Bus) checkFirstRecord(ctx context.Context, thread, rolloutID string) er
 // IDs, the rollout's first valid record is the thread's canonical
 // session_meta) and records the thread in THREADS, create-only, so an
 // existing pointer is never changed through it.
+//
+// Requests are answered recordConcurrency at a time (a subscription
+// delivers its messages one after another; each answer is a few bus round
+// trips, and an import of many threads asks once a file). Two requests for
+// one thread at once are safe: the create is atomic, and the one that
+// loses reads the winner's rollout back.
 func (b *Bus) ServeThreadRecords(log *slog.Logger) (*nats.Subscription, error) {
 	if log == nil {
 		log = b.log
 	}
+	slots := make(chan struct{}, recordConcurrency)
 	return b.nc.QueueSubscribe(SubjectRecordThread, recordQueue, func(m *nats.Msg) {
-		ctx, cancel := context.WithTimeout(context.Background(), 4*b.callTimeout)
-		defer cancel()
-		reply := b.answerRecord(ctx, m.Data)
-		if reply.Error != "" {
-			log.Warn("thread record refused", "err", reply.Error)
-		}
-		out, _ := json.Marshal(reply)
-		if err := m.Respond(out); err != nil {
-			log.Warn("thread record: reply failed", "err", err)
-		}
+		slots <- struct{}{} // when all are busy, the next request waits here
+		go func() {
+			defer func() { <-slots }()
+			b.serveRecord(log, m)
+		}()
 	})
+}
+
+// recordConcurrency is how many thread records a coordinator answers at once.
+const recordConcurrency = 64
+
+func (b *Bus) serveRecord(log *slog.Logger, m *nats.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*b.callTimeout)
+	defer cancel()
+	reply := b.answerRecord(ctx, m.Data)
+	if reply.Error != "" {
+		log.Warn("thread record refused", "err", reply.Error)
+	}
+	out, _ := json.Marshal(reply)
+	if err := m.Respond(out); err != nil {
+		log.Warn("thread record: reply failed", "err", err)
+	}
 }
 
 func (b *Bus) answerRecord(ctx context.Context, data []byte) recordReply {
@@ -154,6 +172,9 @@ func (b *Bus) answerRecord(ctx context.Context, data []byte) recordReply {
 		if err := rollout.ValidateID(id[0], id[1]); err != nil {
 			return recordReply{Error: err.Error()}
 		}
+	}
+	if b.answering != nil {
+		b.answering(req.Thread)
 	}
 	if e, err := b.threads.Get(ctx, req.Thread); err == nil && len(e.Value()) > 0 {
 		return recordReply{Rollout: string(e.Value())} // already recorded: unchanged
