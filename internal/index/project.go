@@ -30,6 +30,12 @@ type projector struct {
 	// touched collects the msg ids whose deliveries must be judged again
 	// (ledger.go): a send, receipt or note added, a receipt's effect changed.
 	touched map[string]bool
+	// started is the turn this projector last opened: a terminal event
+	// naming it needs no lookup while it is the rollout's newest turn.
+	started struct {
+		rollout, id string
+		seq         int64
+	}
 }
 
 // inherited reports whether the record being projected is the view's
@@ -402,6 +408,7 @@ func (p *projector) startTurn(e *rollout.Entry, ord int64, id string, user bool)
 	}
 	st.Turns++
 	st.CurTurn, st.OpenTurn = st.Turns, st.Turns
+	p.started.rollout, p.started.id, p.started.seq = st.RolloutID, id, st.Turns
 	return p.exec(`INSERT INTO turns (rollout_id, seq, turn_id, start_ordinal, start_offset, started_at, user, status)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, st.RolloutID, st.Turns, id, ord, e.Offset, normTime(e.Timestamp), user, replay.StatusInterrupted)
 }
@@ -423,7 +430,11 @@ func (p *projector) terminal(e *rollout.Entry, ord int64) error {
 		return nil
 	}
 	target := st.CurTurn
-	if ev.TurnID != "" {
+	switch {
+	case ev.TurnID == "":
+	case p.started.rollout == st.RolloutID && p.started.seq == st.Turns && p.started.id == ev.TurnID:
+		target = p.started.seq // the newest turn of that id is the newest turn
+	default:
 		var seq int64
 		err := p.scan(`SELECT seq FROM turns WHERE rollout_id = ? AND turn_id = ? ORDER BY seq DESC LIMIT 1`,
 			[]any{st.RolloutID, ev.TurnID}, &seq)
