@@ -169,6 +169,31 @@ func (f *sourceFlags) lineage(ctx context.Context) (*tree.Tree, error) {
 	return tree.Assemble(in, tree.Options{Active: f.leases(ctx)}), nil
 }
 
+// subtree builds the subtree of thread id (an id or a unique prefix): from
+// the data dir's index when it has one (the outline of every thread and the
+// subtree's own rows), else by the full scan. The tree holds the subtree as
+// its only root, with the whole tree's orphans and problems.
+func (f *sourceFlags) subtree(ctx context.Context, id string) (*tree.Tree, error) {
+	r, dir, err := f.index(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		t, err := f.build(ctx)
+		if err != nil {
+			return nil, err
+		}
+		n, err := t.Find(id)
+		if err != nil {
+			return nil, err
+		}
+		t.Roots = []*tree.Node{n}
+		return t, nil
+	}
+	defer r.Close()
+	return r.Subtree(ctx, dir, id, tree.Options{Active: f.leases(ctx)})
+}
+
 // pageFlags page and filter a lineage command's output.
 type pageFlags struct {
 	thread, state, after string

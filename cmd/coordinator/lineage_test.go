@@ -45,7 +45,8 @@ func TestLineageFromTheIndex(t *testing.T) {
 	rd := datadir.RolloutsDir(dir)
 	cases := [][]string{{"tree", "--json"}, {"tree"}, {"tree", "release-P", "--json"}, {"tree", "release-B"},
 		{"unconfirmed", "--json"}, {"unconfirmed"}, {"unconfirmed", "release-C", "--json"}, {"unconfirmed", "--state", "no_result"},
-		{"tree", "--state", "needs_attention", "--json"}, {"unconfirmed", "release-P", "--limit", "1", "--json"}}
+		{"tree", "--state", "needs_attention", "--json"}, {"unconfirmed", "release-P", "--limit", "1", "--json"},
+		{"tree", "release-B", "--limit", "1", "--json"}, {"tree", "--thread", "release-P", "--state", "idle"}}
 	scans := map[string]string{}
 	for _, c := range cases {
 		r := runCLI(t, append(c, "--rollouts", rd)...)
@@ -73,6 +74,13 @@ func TestLineageFromTheIndex(t *testing.T) {
 		}
 	}
 	check("indexed")
+	for _, id := range []string{"no-such-thread", "release-"} {
+		scan, ix := runCLI(t, "tree", "--rollouts", rd, id), runCLI(t, "tree", "--data", dir, id)
+		ix.wantCode(t, exitFailure)
+		if ix.stderr != scan.stderr || ix.stdout != "" || strings.Count(ix.stderr, "\n") != 1 {
+			t.Errorf("tree --data %s: %q, the full scan %q", id, ix.stderr, scan.stderr)
+		}
+	}
 	if err := os.Rename(rd, rd+".away"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -49,19 +50,20 @@ there or the cursor is not valid, 2 for a usage error.`,
   coordinator tree --data /var/lib/logbook --state needs_attention --limit 50`,
 		Args: pf.args(&src),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := src.lineage(cmd.Context())
+			var t *tree.Tree
+			var err error
+			root := ""
+			if pf.thread == "" {
+				t, err = src.lineage(cmd.Context())
+			} else if t, err = src.subtree(cmd.Context(), pf.thread); err == nil {
+				root = t.Roots[0].ThreadID
+			} else if errors.Is(err, tree.ErrUnknownThread) || errors.Is(err, tree.ErrAmbiguousThread) {
+				err = fmt.Errorf("%w (tree without THREAD lists them all)", err)
+			}
 			if err != nil {
 				return err
 			}
 			roots := t.Roots
-			root := ""
-			if pf.thread != "" {
-				n, err := t.Find(pf.thread)
-				if err != nil {
-					return fmt.Errorf("%w (tree without THREAD lists them all)", err)
-				}
-				roots, root = []*tree.Node{n}, n.ThreadID
-			}
 			if !pf.paged() {
 				if asJSON {
 					return writeJSON(cmd.OutOrStdout(), treeOf(t, roots))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,13 +97,14 @@ func envInt(name string, def int) int {
 }
 
 // BenchmarkLineage measures the answers of tree and unconfirmed on a tree
-// of 1,111 threads: the full scan of the mirror files, and the index's
-// queries (the whole tree, a subtree of 111 threads, unconfirmed whole and
-// for one thread).
+// of 1,111 threads (LOGBOOK_BENCH_DEPTH=4: 11,111): the full scan of the
+// mirror files, and the index's queries (the whole tree, a subtree of 111
+// threads, unconfirmed whole and for that subtree's root).
 func BenchmarkLineage(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	n, sub := regularTree(b, dir, 10, 3, 8)
+	n, _ := regularTree(b, dir, 10, benchTreeDepth(), 8)
+	sub := "T" + strings.Repeat("-0", benchTreeDepth()-2)
 	rebuild(b, dir)
 	r, err := OpenReader(ctx, datadir.IndexPath(dir))
 	if err != nil {
@@ -126,6 +128,24 @@ func BenchmarkLineage(b *testing.B) {
 				b.Fatal(err)
 			}
 			tree.Assemble(in, tree.Options{})
+		}
+	})
+	b.Run("index-subtree", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := r.Subtree(ctx, dir, sub, tree.Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("index-tree-find", func(b *testing.B) { // the subtree as it was asked before Subtree
+		for i := 0; i < b.N; i++ {
+			in, err := r.Lineage(ctx, dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := tree.Assemble(in, tree.Options{}).Find(sub); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 	b.Run("index-unconfirmed", func(b *testing.B) {
@@ -192,7 +212,7 @@ func BenchmarkCatchUpTree(b *testing.B) {
 	b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
 }
 
-// benchTreeDepth is BenchmarkCatchUpTree's tree depth: 3 (1,111 threads),
+// benchTreeDepth is BenchmarkCatchUpTree's and BenchmarkLineage's tree depth: 3 (1,111 threads),
 // or LOGBOOK_BENCH_DEPTH (4: 11,111 threads).
 func benchTreeDepth() int {
 	if d, err := strconv.Atoi(os.Getenv("LOGBOOK_BENCH_DEPTH")); err == nil && d >= 2 {

@@ -140,6 +140,13 @@
 //     idempotency key with them at the same receiver) with dedupe, over
 //     their rows: dedupe's rule, not a copy of it.
 //
+// Subtree answers `tree THREAD`: it reads every thread's outline (id,
+// parent, fork source, creation time; one row each, no packed node
+// decoded) and the spawn records the tree can learn from, and the full
+// node, deliveries and child results of the subtree's members alone, and
+// hands them to tree.AssembleSubtree; the property test asks it for random
+// subtrees and prefixes and requires what the full scan's tree gives.
+//
 // What the full scan reports and the index does not: a mirror file that is
 // not a rollout at all beyond "no session_meta", a session_meta that fails
 // validation (the index does not index such a rollout), and a fork copy

@@ -44,7 +44,7 @@ func (q *queries) snapshot(ctx context.Context, f func(queryer) error) error {
 
 func lineageOf(ctx context.Context, q queryer, dir string) (tree.Input, error) {
 	var in tree.Input
-	problems, err := rolloutProblems(ctx, q, dir)
+	problems, bad, err := lineageProblems(ctx, q, dir)
 	if err != nil {
 		return in, err
 	}
@@ -69,45 +69,13 @@ func lineageOf(ctx context.Context, q queryer, dir string) (tree.Input, error) {
 		for _, rid := range f.Rollouts {
 			f.Spawns = append(f.Spawns, spawns[rid]...)
 		}
+		if bad[id] {
+			f.InterruptedTurns, f.UnknownCalls = 0, 0
+		}
 		in.Threads = append(in.Threads, f)
 	}
 	if err := rows.Err(); err != nil {
 		return in, err
-	}
-	rows.Close()
-	// The threads' own problems, in thread order: the chain's, then a view
-	// that could not be read (no state then, as the full scan has none).
-	bad := map[string]bool{}
-	rows, err = q.QueryContext(ctx, `SELECT thread_id, current_rollout_id, chain_problems, base_error FROM threads
-		WHERE chain_problems <> '' OR base_error <> '' ORDER BY thread_id`)
-	if err != nil {
-		return in, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, cur, chainProblems, baseErr string
-		if err := rows.Scan(&id, &cur, &chainProblems, &baseErr); err != nil {
-			return in, err
-		}
-		if chainProblems != "" {
-			var ps []tree.Problem
-			if err := json.Unmarshal([]byte(chainProblems), &ps); err != nil {
-				return in, fmt.Errorf("index: thread %s: chain problems: %w", id, err)
-			}
-			problems = append(problems, ps...)
-		}
-		if baseErr != "" {
-			bad[id] = true
-			problems = append(problems, tree.Problem{Kind: "bad_base", Thread: id, Rollout: cur, Detail: baseErr})
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return in, err
-	}
-	for i := range in.Threads {
-		if bad[in.Threads[i].ID] {
-			in.Threads[i].InterruptedTurns, in.Threads[i].UnknownCalls = 0, 0
-		}
 	}
 	in.Problems = problems
 	in.Deliveries, err = deliveriesWhere(ctx, q, `state <> 'confirmed'`, 0)
@@ -116,6 +84,42 @@ func lineageOf(ctx context.Context, q queryer, dir string) (tree.Input, error) {
 	}
 	in.ChildResults, err = childResultsWhere(ctx, q, `cr_state <> ''`, 0)
 	return in, err
+}
+
+// lineageProblems are the problems the full scan of the mirror files
+// reports before its tree's own: the single rollouts', then the threads'
+// own, in thread order: the chain's, then a view that could not be read
+// (bad: such a thread has no counts, as the full scan has no state).
+func lineageProblems(ctx context.Context, q queryer, dir string) ([]tree.Problem, map[string]bool, error) {
+	problems, err := rolloutProblems(ctx, q, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	bad := map[string]bool{}
+	rows, err := q.QueryContext(ctx, `SELECT thread_id, current_rollout_id, chain_problems, base_error FROM threads
+		WHERE chain_problems <> '' OR base_error <> '' ORDER BY thread_id`)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, cur, chainProblems, baseErr string
+		if err := rows.Scan(&id, &cur, &chainProblems, &baseErr); err != nil {
+			return nil, nil, err
+		}
+		if chainProblems != "" {
+			var ps []tree.Problem
+			if err := json.Unmarshal([]byte(chainProblems), &ps); err != nil {
+				return nil, nil, fmt.Errorf("index: thread %s: chain problems: %w", id, err)
+			}
+			problems = append(problems, ps...)
+		}
+		if baseErr != "" {
+			bad[id] = true
+			problems = append(problems, tree.Problem{Kind: "bad_base", Thread: id, Rollout: cur, Detail: baseErr})
+		}
+	}
+	return problems, bad, rows.Err()
 }
 
 // rolloutProblems are the problems of single rollouts, in the order the

@@ -135,6 +135,7 @@ func TestLineageIndexEqualsFullScan(t *testing.T) {
 			states["confirmed"]++
 		}
 		samePages(t, rand.New(rand.NewPCG(seed, 3)), dir)
+		sameSubtrees(t, rand.New(rand.NewPCG(seed, 4)), dir)
 		if i%5 == 0 {
 			grow := t.TempDir()
 			growIndex(t, rand.New(rand.NewPCG(seed, 2)), dir, grow)
@@ -272,6 +273,61 @@ func samePages(t *testing.T, rng *rand.Rand, dir string) {
 				t.Fatalf("unconfirmed %+v: no last page", uq)
 			}
 			uq.After = got.NextCursor
+		}
+	}
+}
+
+// sameSubtrees asks the index for the subtrees of random nodes (threads and
+// children that never wrote a line, by id or by a prefix) and requires what
+// the full scan's tree gives for them (Find): the same nodes, counts and
+// statuses, with the whole tree's orphans and problems.
+func sameSubtrees(t *testing.T, rng *rand.Rand, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := tree.LoadDir(datadir.RolloutsDir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	active := func(id string) bool { return len(id)%3 == 0 }
+	whole := tree.Build(c, tree.Options{Active: active})
+	var ids []string
+	var walk func(n *tree.Node)
+	walk = func(n *tree.Node) {
+		ids = append(ids, n.ThreadID)
+		for _, ch := range n.Children {
+			walk(ch)
+		}
+	}
+	for _, n := range whole.Roots {
+		walk(n)
+	}
+	r, err := OpenReader(ctx, datadir.IndexPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	js := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for k := 0; k < 6 && len(ids) > 0; k++ {
+		id := ids[rng.IntN(len(ids))]
+		if k%2 == 1 {
+			id = id[:1+rng.IntN(len(id))] // a prefix: unique or not
+		}
+		want, werr := whole.Find(id)
+		got, gerr := r.Subtree(ctx, dir, id, tree.Options{Active: active})
+		if (werr == nil) != (gerr == nil) || (werr != nil && werr.Error() != gerr.Error()) {
+			t.Fatalf("subtree %q: the index says %v, the full scan %v", id, gerr, werr)
+		}
+		if werr != nil {
+			continue
+		}
+		if g, w := js([]any{got.Roots, got.Orphans, got.Problems}), js([]any{[]*tree.Node{want}, whole.Orphans, whole.Problems}); g != w {
+			t.Fatalf("subtree %q: the index's differs from the full scan's:\n%s", id, firstDiff(g, w))
 		}
 	}
 }

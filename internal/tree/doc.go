@@ -58,4 +58,12 @@
 // to the same Assemble (index.Lineage), so the rules are written once: the
 // revert chain is Chain, called by both. Page lists a tree's nodes in tree
 // order, by status, a page at a time, with a cursor.
+//
+// AssembleSubtree builds one thread's subtree as Assemble and Find would,
+// from less: an outline of every thread (its id, parent, fork source and
+// creation time, and the spawn records), which shapes the whole tree (a
+// cycle, an orphan or a conflicting parent anywhere changes what a subtree
+// holds and what is reported with it), then the full facts, deliveries and
+// child results of the subtree's members only. Shaping walks each node's
+// way up once: a walk stops at a node an earlier walk passed.
 package tree

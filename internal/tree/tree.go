@@ -2,6 +2,7 @@ package tree
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -66,6 +67,15 @@ type Options struct {
 // Problems and Orphans, never fatal.
 func Build(c *Corpus, opt Options) *Tree {
 	threads := c.Threads()
+	t := Assemble(c.input(threads), opt)
+	t.Threads = threads
+	c.Problems = t.Problems
+	return t
+}
+
+// input gathers what the tree is assembled from out of a corpus and its
+// threads.
+func (c *Corpus) input(threads map[string]*Thread) Input {
 	ledger := c.Ledger(threads)
 	in := Input{Problems: c.Problems}
 	in.Deliveries = ledger.Classify()
@@ -90,10 +100,7 @@ func Build(c *Corpus, opt Options) *Tree {
 		}
 		in.Threads = append(in.Threads, f)
 	}
-	t := Assemble(in, opt)
-	t.Threads = threads
-	c.Problems = t.Problems
-	return t
+	return in
 }
 
 // Input is what a tree is assembled from: per thread, the facts of its
@@ -134,12 +141,21 @@ type SpawnFact struct {
 // parent is reported), each node's counts and status, then roots, orphans
 // and broken cycles.
 func Assemble(in Input, opt Options) *Tree {
-	t := &Tree{nodes: map[string]*Node{}, Deliveries: in.Deliveries, ChildResults: in.ChildResults}
+	t := shapeOf(in)
+	t.Deliveries, t.ChildResults = in.Deliveries, in.ChildResults
+	t.judge(opt)
+	return t
+}
+
+// shapeOf builds the nodes and links them: everything of the tree but the
+// counts the ledger gives and the statuses.
+func shapeOf(in Input) *Tree {
+	t := &Tree{nodes: map[string]*Node{}}
 	problems := append([]Problem(nil), in.Problems...)
 	for _, f := range in.Threads {
-		t.nodes[f.ID] = &Node{ThreadID: f.ID, RolloutID: f.Current, Rollouts: f.Rollouts, AgentRole: f.AgentRole,
-			ParentThreadID: f.ParentThreadID, ForkedFromID: f.ForkedFromID, created: f.Created,
-			Counts: Counts{InterruptedTurns: f.InterruptedTurns, UnknownCalls: f.UnknownCalls}}
+		n := &Node{ThreadID: f.ID, ParentThreadID: f.ParentThreadID, created: f.Created}
+		n.fill(f)
+		t.nodes[f.ID] = n
 	}
 	// The parents' records of their children: the child may never have
 	// written a line, or its own session_meta may not name the parent.
@@ -157,6 +173,21 @@ func Assemble(in Input, opt Options) *Tree {
 			}
 		}
 	}
+	t.Problems = t.link(problems)
+	return t
+}
+
+// fill sets what a node shows of its thread's facts, but its place in the
+// tree (the parent and the creation time shapeOf sets).
+func (n *Node) fill(f ThreadFacts) {
+	n.RolloutID, n.Rollouts, n.AgentRole, n.ForkedFromID = f.Current, f.Rollouts, f.AgentRole, f.ForkedFromID
+	n.Counts = Counts{InterruptedTurns: f.InterruptedTurns, UnknownCalls: f.UnknownCalls}
+}
+
+// judge counts, for the tree's nodes, the deliveries to each that are not
+// confirmed and the child results each still waits for, and sets every
+// node's status.
+func (t *Tree) judge(opt Options) {
 	for _, d := range t.Deliveries {
 		if n, ok := t.nodes[d.ToThread]; ok && d.State != dedupe.Confirmed {
 			n.Counts.DeliveriesUnconfirmed++
@@ -177,8 +208,6 @@ func Assemble(in Input, opt Options) *Tree {
 			n.Status = Idle
 		}
 	}
-	t.Problems = t.link(problems)
-	return t
 }
 
 // parentOf is a node's place in the tree: its spawn parent, else the thread
@@ -195,18 +224,23 @@ func parentOf(n *Node) string {
 func (t *Tree) link(problems []Problem) []Problem {
 	ids := sortedKeys(t.nodes)
 	cut := map[string]bool{} // nodes whose parent link a cycle broke
+	// A node is settled once a walk has passed it: the rest of its way up
+	// is known to end (at a root, a missing parent, a cut or a cycle now
+	// cut), so a later walk that reaches it stops there, and every node is
+	// walked past once.
+	settled := make(map[string]bool, len(ids))
+	path := map[string]int{}
+	var order []string
 	for _, id := range ids {
-		path := map[string]int{}
-		var order []string
-		for cur := id; cur != ""; {
+		clear(path)
+		order = order[:0]
+		for cur := id; cur != "" && !settled[cur]; {
 			if _, seen := path[cur]; seen {
-				cycle := order[path[cur]:]
-				if !cut[cycle[0]] {
-					sort.Strings(cycle)
-					cut[cycle[0]] = true
-					problems = append(problems, Problem{Kind: "cycle", Thread: cycle[0],
-						Detail: fmt.Sprintf("threads %s name each other as parents; %s shown as a root", strings.Join(cycle, " -> "), cycle[0])})
-				}
+				cycle := slices.Clone(order[path[cur]:])
+				sort.Strings(cycle)
+				cut[cycle[0]] = true
+				problems = append(problems, Problem{Kind: "cycle", Thread: cycle[0],
+					Detail: fmt.Sprintf("threads %s name each other as parents; %s shown as a root", strings.Join(cycle, " -> "), cycle[0])})
 				break
 			}
 			path[cur] = len(order)
@@ -216,6 +250,9 @@ func (t *Tree) link(problems []Problem) []Problem {
 				break
 			}
 			cur = parentOf(n)
+		}
+		for _, n := range order {
+			settled[n] = true
 		}
 	}
 	for _, id := range ids {
